@@ -1,0 +1,24 @@
+# make demo: create .venv, install muser_mlx, run the demo.   make test: the same, then the tests.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install clean
+
+demo: $(STAMP)
+	$(BIN)/muser-mlx demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

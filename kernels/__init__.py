@@ -1,0 +1,1 @@
+"""Kernel sources (read as text by muser_mlx.backends.kernel; shipped as muser_mlx.kernels)."""

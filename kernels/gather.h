@@ -1,0 +1,33 @@
+// The gather: ids [n] -> out [n, DIMS], one dispatch for any n (n comes from the ids array).
+//
+// Thread t (of thread_count, grid-stride) produces VALUES consecutive outputs of one row:
+// row = t / (DIMS / VALUES). Per id it reads one table row, DIMS / block_values * block_bytes
+// bytes (3,744 B for Q4_K at DIMS 6,656), and writes DIMS values (26,624 B as float32).
+// An id is clamped to min(unsigned(id), VOCAB - 1): a corrupt id reads the last row, never
+// outside the table.
+#pragma once
+
+namespace muser {
+
+template <typename Id>
+MUSER_FN uint64_t clamp_id(Id id, uint64_t vocab) {
+  uint64_t u = uint64_t(int64_t(id));
+  return u < vocab ? u : vocab - 1;
+}
+
+template <typename F, int DIMS, int VOCAB, int VALUES, typename TableP, typename IdP, typename OutP>
+MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t thread_index,
+                     uint32_t thread_count) {
+  const uint32_t groups = DIMS / VALUES;
+  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
+  const uint64_t total = uint64_t(n_ids) * groups;
+  for (uint64_t t = thread_index; t < total; t += thread_count) {
+    uint64_t row = t / groups;
+    uint32_t group = uint32_t(t % groups);
+    float v[VALUES];
+    F::template decode<VALUES>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
+    muser_store<VALUES>(out + row * DIMS + group * VALUES, v);
+  }
+}
+
+}  // namespace muser

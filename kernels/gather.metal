@@ -1,0 +1,2 @@
+muser::gather<muser::Format<FORMAT>, DIMS, VOCAB, VALUES>(
+    table, ids, uint32_t(ids_shape[0]), out, thread_position_in_grid.x, threads_per_grid.x);

@@ -1,0 +1,30 @@
+"""Where a lookup runs: a GPU kernel (Metal or CUDA) or the portable MLX-ops path.
+
+Every backend takes the same arguments, ``gather(table, ids, dtype)`` with 1-D integer ``ids``,
+and returns a lazy ``[len(ids), dims]`` array in ``dtype``.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from . import ops
+from .kernel import CUDA, METAL
+
+BACKENDS = {"metal": METAL, "cuda": CUDA, "ops": ops}
+_GPU_BACKEND = "metal" if mx.metal.is_available() else "cuda" if mx.cuda.is_available() else None
+
+
+def select(backend: str = "auto") -> str:
+    """``"auto"``: the GPU kernel when the default device is a GPU that has one, else ``"ops"``."""
+    if backend == "auto":
+        return _GPU_BACKEND if _GPU_BACKEND and mx.default_device() == mx.gpu else "ops"
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose from auto, {', '.join(BACKENDS)}")
+    if backend != "ops" and backend != _GPU_BACKEND:
+        raise ValueError(f"backend {backend!r} is not available with this MLX build")
+    return backend
+
+
+def gather(table, ids: mx.array, dtype: mx.Dtype, backend: str) -> mx.array:
+    return BACKENDS[backend].gather(table, ids, dtype)

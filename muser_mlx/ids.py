@@ -1,0 +1,46 @@
+"""Token ids: type rules, the host-side range check, and the clamp the kernels apply."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+
+def _integer_dtype_or_raise(dtype, kind_ok: bool) -> None:
+    if not kind_ok:
+        raise TypeError(f"token ids must be integers, got dtype {dtype}")
+
+
+def check_range(ids: np.ndarray, vocab: int) -> None:
+    """Raise ``IndexError`` naming the first id outside ``[0, vocab)``, its position and ``vocab``."""
+    bad = (ids < 0) | (ids >= vocab)
+    if bad.any():
+        pos = tuple(int(p) for p in np.argwhere(bad)[0])
+        where = pos if ids.ndim > 1 else (pos[0] if pos else "()")
+        raise IndexError(
+            f"token id {ids[pos if pos else ()]} at position {where} is out of range "
+            f"for a vocabulary of {vocab} (valid ids are 0 to {vocab - 1})"
+        )
+
+
+def host_ids(ids, vocab: int) -> mx.array:
+    """Python ints, sequences and NumPy arrays: checked here, returned as ``int32`` ids."""
+    array = np.asarray(ids)
+    if array.size == 0 and array.dtype == np.float64 and not isinstance(ids, np.ndarray):
+        array = array.astype(np.int32)  # [] and [[]] carry no dtype of their own
+    _integer_dtype_or_raise(array.dtype, array.dtype.kind in "iu")
+    check_range(array, vocab)
+    return mx.array(array.astype(np.int32))
+
+
+def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
+    """``mx.array`` ids: typed here; range-checked only when ``check`` (that evaluates them)."""
+    _integer_dtype_or_raise(ids.dtype, mx.issubdtype(ids.dtype, mx.integer) and ids.dtype != mx.bool_)
+    if check:
+        check_range(np.array(ids), vocab)
+    return ids
+
+
+def clamp(ids: mx.array, vocab: int) -> mx.array:
+    """``min(unsigned(id), vocab - 1)`` as ``uint32``: negative ids wrap high and read the last row."""
+    return mx.minimum(ids.astype(mx.uint64), vocab - 1).astype(mx.uint32)

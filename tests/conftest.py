@@ -1,0 +1,77 @@
+"""Shared test helpers: random tables with finite scales, the gguf-py oracle, the fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import strategies as st
+
+from muser_mlx import FORMATS, Table
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+
+# Byte offsets, inside one block, of each format's f16 fields (scales, or the values themselves).
+# Random bytes there are made finite: the bit-exactness promise is for finite scales.
+F16_FIELDS = {"F16": (0,), "Q4_K": (0, 2)}
+
+
+def fixture(name: str) -> Path:
+    path = FIXTURES / name
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the llama.cpp-made fixtures live in ../shared/fixtures beside the checkout")
+    return path
+
+
+def finite_f16_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit of every f16 field whose exponent is all ones (Inf/NaN)."""
+    for off in F16_FIELDS[qtype]:
+        hi = blocks[:, off + 1]
+        blocks[:, off + 1] = np.where((hi & 0x7C) == 0x7C, hi & 0xBF, hi)
+    return blocks
+
+
+def random_table_bytes(rng: np.random.Generator, qtype: str, vocab: int, dims: int) -> np.ndarray:
+    """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite f16 fields."""
+    fmt = FORMATS[qtype]
+    n_blocks = vocab * dims // fmt.block_values
+    blocks = rng.integers(0, 256, size=(n_blocks, fmt.block_bytes), dtype=np.uint8)
+    return finite_f16_fields(blocks, qtype).reshape(vocab, fmt.row_bytes(dims))
+
+
+def reference(table_bytes: np.ndarray, qtype: str, ids) -> np.ndarray:
+    """gguf-py's dequantization of the clamped rows: float32 [*ids.shape, dims]."""
+    ids = np.asarray(ids)
+    vocab = table_bytes.shape[0]
+    clamped = np.minimum(ids.astype(np.int64).astype(np.uint64), vocab - 1).reshape(-1)
+    rows = gguf.quants.dequantize(table_bytes[clamped], gguf.GGMLQuantizationType[qtype])
+    return rows.reshape(*ids.shape, -1)
+
+
+def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32) -> None:
+    """float32: bit for bit; float16/bfloat16: bit for bit with the reference rounded by MLX."""
+    expected = mx.array(expected_f32).astype(dtype)
+    assert out.dtype == dtype and out.shape == expected.shape
+    width = mx.uint32 if dtype == mx.float32 else mx.uint16
+    got, want = np.array(mx.view(out, width)), np.array(mx.view(expected, width))
+    if not np.array_equal(got, want):
+        bad = np.argwhere(got != want)[0]
+        raise AssertionError(f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}")
+
+
+@st.composite
+def tables(draw, qtypes=("Q4_K", "F16"), max_vocab=40):
+    """A random Table (bytes drawn from a seeded generator) and its raw bytes."""
+    qtype = draw(st.sampled_from(qtypes))
+    block = FORMATS[qtype].block_values
+    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
+    vocab = draw(st.integers(1, max_vocab))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    data = random_table_bytes(rng, qtype, vocab, dims)
+    return Table.from_bytes(data, qtype, dims), data
+
+
+OUTPUT_DTYPES = st.sampled_from([mx.float32, mx.float16, mx.bfloat16])
