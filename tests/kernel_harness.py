@@ -44,7 +44,10 @@ C_TYPES = {  # mx dtype -> (C++ type in the CPU dialect, NumPy dtype of the byte
 
 def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
     BUILD.mkdir(exist_ok=True)
-    key = hashlib.sha256(source.encode()).hexdigest()[:20]
+    digest = hashlib.sha256(source.encode())
+    for header in sorted(f for d in include for f in d.iterdir() if f.is_file()):
+        digest.update(header.read_bytes())  # a changed prelude or shim is a new build
+    key = digest.hexdigest()[:20]
     lib = BUILD / f"{key}.so"
     if not lib.exists():
         src = BUILD / f"{key}.cpp"
