@@ -13,6 +13,12 @@ inline float muser_f16_bits_to_float(uint16_t bits) {
   return float(h);
 }
 
+inline float muser_f32_bits_to_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // bfloat16 output, rounded to nearest even like MLX's float -> bfloat16 conversion.
 struct muser_bfloat16 {
   uint16_t bits;
