@@ -82,7 +82,7 @@ def tables(draw, qtypes=tuple(FORMATS), max_vocab=40):
     """A random Table (bytes drawn from a seeded generator) and its raw bytes."""
     qtype = draw(st.sampled_from(qtypes))
     block = FORMATS[qtype].block_values
-    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
+    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 2, 3, 8, 12, 24, 64]))
     vocab = draw(st.integers(1, max_vocab))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     data = random_table_bytes(rng, qtype, vocab, dims)
