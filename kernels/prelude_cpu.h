@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "bfloat16_cpu.h"
+
 #define MUSER_FN inline
 #define MUSER_LOCAL
 
@@ -18,17 +20,6 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-
-// bfloat16 output, rounded to nearest even like MLX's float -> bfloat16 conversion.
-struct muser_bfloat16 {
-  uint16_t bits;
-  explicit muser_bfloat16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0u | (u >> 16 & 0x8000u))
-                                          : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-};
 
 template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {

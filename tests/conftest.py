@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gguf
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 
 from muser_mlx import FORMATS, Table
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+# ../shared/fixtures beside the checkout; MUSER_MLX_FIXTURES points elsewhere (e.g. on a GPU machine).
+FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 
 # Each format's float fields: (kind, byte offsets inside one block), the scales of quantized
 # formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
@@ -90,3 +92,10 @@ def tables(draw, qtypes=tuple(FORMATS), max_vocab=40):
 
 
 OUTPUT_DTYPES = st.sampled_from([mx.float32, mx.float16, mx.bfloat16])
+
+
+@pytest.fixture
+def q4k_table() -> tuple[Table, np.ndarray]:
+    """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
+    data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
+    return Table.from_bytes(data, "Q4_K", 512), data
