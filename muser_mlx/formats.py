@@ -77,10 +77,10 @@ def _bit_fields(packed: mx.array, run: int, bits: int) -> mx.array:
     values, first each byte's bits 0..bits-1, then its next ``bits`` bits, and so on:
         bytes  b[0] .. b[run-1]  ->  values  b[0..run-1] & mask,  (b[0..run-1] >> bits) & mask, ...
     """
-    n = packed.shape[0]
-    shifts = mx.arange(0, 8, bits, dtype=mx.uint8).reshape(1, 1, -1, 1)
-    fields = (packed.reshape(n, -1, 1, run) >> shifts) & ((1 << bits) - 1)
-    return fields.reshape(n, -1)
+    n, runs = packed.shape[0], packed.shape[1] // run
+    shifts = mx.arange(0, 8, bits, dtype=mx.uint8).reshape(1, 1, 8 // bits, 1)
+    fields = (packed.reshape(n, runs, 1, run) >> shifts) & ((1 << bits) - 1)
+    return fields.reshape(n, runs * (8 // bits) * run)
 
 
 # ---------------------------------------------------------------- decoders

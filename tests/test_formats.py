@@ -33,6 +33,13 @@ def test_registry_matches_ggml():
 
 
 @pytest.mark.parametrize("qtype", QTYPES)
+def test_random_tables_are_finite(qtype):
+    """The float fields of every test table are finite, so every comparison is of finite values."""
+    raw = random_table_bytes(np.random.default_rng(0), qtype, 4096, FORMATS[qtype].block_values)
+    assert np.isfinite(reference(raw, qtype, np.arange(4096))).all()
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data(), dtype=OUTPUT_DTYPES)
 def test_ops_path(qtype, data, dtype):
@@ -40,6 +47,13 @@ def test_ops_path(qtype, data, dtype):
     ids = data.draw(st.lists(st.integers(0, table.vocab - 1), min_size=1, max_size=12))
     out = embedding(table, np.array(ids), dtype, backend="ops")
     assert_bits_equal(out, reference(raw, qtype, ids), dtype)
+
+
+@pytest.mark.parametrize("qtype", QTYPES)
+def test_ops_path_with_no_ids(qtype):
+    fmt = FORMATS[qtype]
+    table = Table.from_bytes(np.zeros((3, fmt.block_bytes), np.uint8), qtype, fmt.block_values)
+    assert embedding(table, np.zeros((2, 0), np.int32), backend="ops").shape == (2, 0, fmt.block_values)
 
 
 @needs_cxx
