@@ -18,9 +18,20 @@ from pathlib import Path
 
 import numpy as np
 
-from muser_mlx.quantize import quantize
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+from muser_mlx.quantize import quantize  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "quantize_speed.md"
+
+
+def cpu_name() -> str:
+    """platform.processor(), or /proc/cpuinfo's model name where that is empty (Linux)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        model = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return platform.processor() or model or platform.machine()
 
 
 def main() -> None:
@@ -54,7 +65,7 @@ def main() -> None:
         "",
         table,
         "",
-        f"- machine: {platform.processor() or platform.machine()}, os.cpu_count() = {os.cpu_count()}"
+        f"- machine: {cpu_name()} ({platform.machine()}), os.cpu_count() = {os.cpu_count()}"
         f" (quantize runs one NumPy thread per CPU)",
         f"- date: {datetime.date.today().isoformat()}; Python {platform.python_version()}, NumPy {np.__version__}",
         f"- input: standard normal * 0.02, float32, generated in slices of {args.chunk} rows (not timed);"

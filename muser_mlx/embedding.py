@@ -37,14 +37,24 @@ def embedding(
         backend (str): ``"auto"`` (the Metal or CUDA kernel on a GPU default device, else
             ``"ops"``), ``"metal"``, ``"cuda"`` or ``"ops"`` (plain MLX ops, any device).
     """
+    _check_dtype(dtype)
+    return _lookup(backends.bind(table, dtype, backends.select(backend)), table, ids, check_ids)
+
+
+def _check_dtype(dtype: mx.Dtype) -> None:
     if dtype not in OUTPUT_DTYPES:
         raise ValueError(f"output dtype must be float32, float16 or bfloat16, got {dtype}")
+
+
+def _lookup(gather, table: Table, ids, check_ids: bool) -> mx.array:
+    """Type and check ``ids`` (see :func:`embedding`), flatten, gather, restore the shape."""
     if isinstance(ids, mx.array):
         ids = device_ids(ids, table.vocab, check_ids)
     else:
         ids = host_ids(ids, table.vocab)
-    out = backends.gather(table, ids.reshape(-1), dtype, backends.select(backend))
-    return out.reshape(*ids.shape, table.dims)
+    if ids.ndim == 1:
+        return gather(ids)
+    return gather(ids.reshape(-1)).reshape(*ids.shape, table.dims)
 
 
 class Embedding(nn.Module):
@@ -61,11 +71,11 @@ class Embedding(nn.Module):
 
     def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, check_ids: bool = False, backend: str = "auto"):
         super().__init__()
-        if dtype not in OUTPUT_DTYPES:
-            raise ValueError(f"output dtype must be float32, float16 or bfloat16, got {dtype}")
+        _check_dtype(dtype)
         backends.select(backend)
         self.weight = table.data
         self._table = table
+        self._unbind()
         self.dtype = dtype
         self.check_ids = check_ids
         self.backend = backend
@@ -80,9 +90,13 @@ class Embedding(nn.Module):
     def table(self) -> Table:
         t = self._table
         if self.weight is not t.data:  # e.g. after load_weights / update
-            t = Table.from_bytes(self.weight, t.qtype, t.dims)
-            self._table = t
+            t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
+            self._unbind()
         return t
+
+    def _unbind(self) -> None:
+        # backend name -> gather bound to the table and dtype; a plain attribute, not a child
+        object.__setattr__(self, "_bound", {})
 
     @property
     def num_embeddings(self) -> int:
@@ -97,7 +111,11 @@ class Embedding(nn.Module):
         return self._table.qtype
 
     def __call__(self, x) -> mx.array:
-        return embedding(self.table, x, self.dtype, check_ids=self.check_ids, backend=self.backend)
+        table, backend = self.table, backends.select(self.backend)
+        gather = self._bound.get(backend)
+        if gather is None:
+            gather = self._bound[backend] = backends.bind(table, self.dtype, backend)
+        return _lookup(gather, table, x, self.check_ids)
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"

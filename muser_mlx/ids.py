@@ -33,9 +33,14 @@ def host_ids(ids, vocab: int) -> mx.array:
     return mx.array(array.astype(np.int32))
 
 
+INTEGER_DTYPES = frozenset(
+    (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64)
+)
+
+
 def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
     """``mx.array`` ids: typed here; range-checked only when ``check`` (that evaluates them)."""
-    _integer_dtype_or_raise(ids.dtype, mx.issubdtype(ids.dtype, mx.integer) and ids.dtype != mx.bool_)
+    _integer_dtype_or_raise(ids.dtype, ids.dtype in INTEGER_DTYPES)
     if check:
         check_range(np.array(ids), vocab)
     return ids

@@ -95,7 +95,7 @@ def generated_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
     def call(i):
         return METAL.kernel(
             inputs=[table.data, i],
-            template=METAL.template(table, i, dtype),
+            template=METAL.template(table, dtype, i.dtype),
             grid=(1, 1, 1),
             threadgroup=(1, 1, 1),
             output_shapes=[(i.shape[0], table.dims)],

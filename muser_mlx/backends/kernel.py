@@ -47,30 +47,41 @@ class DeviceGather:
             )
         return self._kernel
 
-    def template(self, table, ids: mx.array, dtype: mx.Dtype) -> list[tuple]:
+    def template(self, table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
+        """Per-table constants. out's and ids' dtypes are in the generated signature; naming them
+        here keeps each signature's compiled kernel apart (CUDA names kernels by template)."""
         return [
             ("FORMAT", table.format.ggml_type),
             ("DIMS", table.dims),
             ("VOCAB", table.vocab),
             ("VALUES", values_per_thread(table.dims)),
-            ("T", dtype),  # out's dtype and ids' dtype are in the generated signature; naming
-            ("I", ids.dtype),  # them here keeps each signature's compiled kernel apart
+            ("T", dtype),
+            ("I", id_dtype),
         ]
 
-    def gather(self, table, ids: mx.array, dtype: mx.Dtype) -> mx.array:
-        n = ids.shape[0]
-        if n == 0:
-            return mx.zeros((0, table.dims), dtype)
-        threads = min(n * (table.dims // values_per_thread(table.dims)), MAX_THREADS)
-        return self.kernel(
-            inputs=[table.data, ids],
-            template=self.template(table, ids, dtype),
-            grid=(threads, 1, 1),
-            threadgroup=(THREADGROUP, 1, 1),
-            output_shapes=[(n, table.dims)],
-            output_dtypes=[dtype],
-        )[0]
+    def bind(self, table, dtype: mx.Dtype):
+        """``ids [n] -> [n, dims]`` for this table and output dtype, templates built once."""
+        kernel, dims, data = self.kernel, table.dims, table.data
+        groups = dims // values_per_thread(dims)
+        templates = {}
 
+        def gather(ids: mx.array) -> mx.array:
+            n = ids.shape[0]
+            if n == 0:
+                return mx.zeros((0, dims), dtype)
+            template = templates.get(ids.dtype)
+            if template is None:
+                template = templates[ids.dtype] = self.template(table, dtype, ids.dtype)
+            return kernel(
+                inputs=[data, ids],
+                template=template,
+                grid=(min(n * groups, MAX_THREADS), 1, 1),
+                threadgroup=(THREADGROUP, 1, 1),
+                output_shapes=[(n, dims)],
+                output_dtypes=[dtype],
+            )[0]
+
+        return gather
 
 METAL = DeviceGather("metal", "gather.metal", lambda: mx.fast.metal_kernel)
 CUDA = DeviceGather("cuda", "gather.cu", lambda: mx.fast.cuda_kernel)
