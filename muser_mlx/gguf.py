@@ -94,7 +94,7 @@ def read_tensor(path: str | Path, tensor: str = "token_embd.weight") -> GGUFTens
     t = found[0]
     qtype = t.tensor_type.name
     if qtype not in FORMATS:
-        raise GGUFError(f"{where} has type {qtype}, which is not supported; supported types: {', '.join(FORMATS)}")
+        raise GGUFError(f"{where} has type {qtype}, not supported yet; supported: {', '.join(FORMATS)}")
     fmt = FORMATS[qtype]
     shape = [int(n) for n in t.shape]
     if len(shape) != 2:

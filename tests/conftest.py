@@ -79,6 +79,25 @@ def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32)
         raise AssertionError(f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}")
 
 
+def write_gguf(path, tensors: dict, arch="llama", metadata=None):
+    """A GGUF file written by gguf-py's GGUFWriter. tensors: name -> (uint8 bytes [rows, row_bytes],
+    ggml type name; gguf-py turns the byte shape into that type's element shape) or a float ndarray.
+    metadata: name -> uint32."""
+    w = gguf.GGUFWriter(path, arch)
+    for k, v in (metadata or {}).items():
+        w.add_uint32(k, v)
+    for name, value in tensors.items():
+        if isinstance(value, tuple):
+            w.add_tensor(name, value[0], raw_dtype=gguf.GGMLQuantizationType[value[1]])
+        else:
+            w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 @st.composite
 def tables(draw, qtypes=tuple(FORMATS), max_vocab=40):
     """A random Table (bytes drawn from a seeded generator) and its raw bytes."""

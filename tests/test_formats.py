@@ -9,10 +9,11 @@ import pytest
 from gguf import GGMLQuantizationType
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
+from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf
 from kernel_harness import CXX, cpu_gather, metal_gather
 from muser_mlx import FORMATS, GGUFError, Table, embedding
 from muser_mlx.gguf import Gatherable, gatherable_tensors
+from muser_mlx.writer import save_gguf
 
 QTYPES = list(FORMATS)
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
@@ -98,27 +99,13 @@ def test_fixture_rows_match_gguf_py(name, tensor, qtype, dims, vocab):
         assert_bits_equal(cpu_gather(table, all_ids), expected)
 
 
-def write_gguf(path, tensors, dims=None):
-    """A GGUF (architecture llama) holding ``tensors``: name -> (uint8 bytes [rows, row_bytes],
-    ggml type name); gguf-py turns the byte shape into the element shape of that type."""
-    writer = gguf.GGUFWriter(path, "llama")
-    if dims is not None:
-        writer.add_embedding_length(dims)
-    for name, (data, qtype) in tensors.items():
-        writer.add_tensor(name, data, raw_dtype=GGMLQuantizationType[qtype])
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 @pytest.mark.parametrize("qtype", QTYPES)
-def test_tables_written_by_gguf_py_load_back(tmp_path, qtype):
+def test_tables_saved_through_gguf_writer_load_back(tmp_path, qtype):
     block = FORMATS[qtype].block_values
     dims, vocab = (block * 2, 9) if block > 1 else (12, 9)
     raw = random_table_bytes(np.random.default_rng(3), qtype, vocab, dims)
-    path = write_gguf(tmp_path / f"{qtype}.gguf", {"token_embd.weight": (raw, qtype)}, dims)
+    saved = {"token_embd.weight": Table.from_bytes(raw, qtype, dims)}
+    path = save_gguf(tmp_path / f"{qtype}.gguf", saved, {"llama.embedding_length": dims})
     table = Table.from_gguf(path)
     assert (table.qtype, table.dims, table.vocab) == (qtype, dims, vocab)
     assert np.array_equal(np.array(table.data), raw)
@@ -128,14 +115,14 @@ def test_tables_written_by_gguf_py_load_back(tmp_path, qtype):
 
 @pytest.mark.parametrize("qtype", ["Q2_K", "Q3_K", "IQ4_XS", "Q5_0", "Q4_1"])
 def test_unsupported_type_names_itself_and_the_supported_ones(tmp_path, qtype):
-    block_values, block_bytes = gguf.GGML_QUANT_SIZES[GGMLQuantizationType[qtype]]
+    _, block_bytes = gguf.GGML_QUANT_SIZES[GGMLQuantizationType[qtype]]
     raw = np.zeros((3, block_bytes), np.uint8)  # vocab 3, dims one block
     path = write_gguf(tmp_path / "unsupported.gguf", {"token_embd.weight": (raw, qtype)})
     with pytest.raises(GGUFError) as e:
         Table.from_gguf(path)
     message = str(e.value)
     assert str(path) in message and "token_embd.weight" in message and f"type {qtype}" in message
-    assert all(name in message.split("supported types:")[1] for name in FORMATS)
+    assert all(name in message.split("supported:")[1] for name in FORMATS)
 
 
 def test_gatherable_tensors_lists_supported_2d_tensors(tmp_path):
@@ -154,7 +141,12 @@ def test_gatherable_tensors_lists_supported_2d_tensors(tmp_path):
     ]
     assert gatherable_tensors(path) == expected
     assert gatherable_tensors(gguf.GGUFReader(path)) == expected
-    assert [g.name for g in gatherable_tensors(fixture("tiny-llama-Q4_K_M.gguf"))][:2] == [
-        "output.weight",
-        "token_embd.weight",
+
+
+def test_gatherable_tensors_of_a_llama_cpp_file():
+    found = gatherable_tensors(fixture("tiny-llama-Q4_K_M.gguf"))
+    assert found[:2] == [
+        Gatherable("output.weight", "Q6_K", 512, 1003, 1003 * 2 * 210),
+        Gatherable("token_embd.weight", "Q4_K", 512, 1003, 1003 * 2 * 144),
     ]
+    assert len(found) == 9  # the 2-D tensors; the three F32 norms are 1-D
