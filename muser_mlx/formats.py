@@ -41,12 +41,6 @@ def _u16(lo: mx.array, hi: mx.array) -> mx.array:
     return lo.astype(mx.uint16) | (hi.astype(mx.uint16) << 8)
 
 
-def _u32(four_bytes: mx.array) -> mx.array:
-    """uint8 [..., 4] -> little-endian uint32 [...]."""
-    b = [four_bytes[..., k].astype(mx.uint32) << (8 * k) for k in range(4)]
-    return b[0] | b[1] | b[2] | b[3]
-
-
 def _f16(two_bytes: mx.array) -> mx.array:
     """uint8 [..., 2] holding a little-endian f16 -> float32 [...] (exact)."""
     bits = _u16(two_bytes[..., 0], two_bytes[..., 1])
@@ -58,11 +52,6 @@ def _bf16(two_bytes: mx.array) -> mx.array:
     top half of the float32 (exact, NaN payloads included)."""
     bits = _u16(two_bytes[..., 0], two_bytes[..., 1]).astype(mx.uint32) << 16
     return mx.view(bits, mx.float32)
-
-
-def _f32(four_bytes: mx.array) -> mx.array:
-    """uint8 [..., 4] holding a little-endian float32 -> float32 [...] (the same bits)."""
-    return mx.view(_u32(four_bytes), mx.float32)
 
 
 def _i8(bytes_: mx.array) -> mx.array:
@@ -86,7 +75,8 @@ def _bit_fields(packed: mx.array, run: int, bits: int) -> mx.array:
 # ---------------------------------------------------------------- decoders
 
 def _decode_f32(blocks: mx.array) -> mx.array:
-    return _f32(blocks)[:, None]
+    """uint8 [n, 4] -> float32 [n, 1], the same bits (every MLX platform is little-endian)."""
+    return mx.view(blocks, mx.float32)
 
 
 def _decode_f16(blocks: mx.array) -> mx.array:
