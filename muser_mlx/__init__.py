@@ -1,9 +1,11 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
-from .embedding import Embedding, embedding
+from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
+from .quantize import quantize
 from .table import Table
+from .writer import save_gguf
 
-__all__ = ["Embedding", "embedding", "GGUFError", "FORMATS", "Table"]
+__all__ = ["Embedding", "embedding", "quantize_embeddings", "GGUFError", "FORMATS", "quantize", "Table", "save_gguf"]
 __version__ = "0.1.0"

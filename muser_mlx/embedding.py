@@ -6,6 +6,8 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_map_with_path
 
 from . import backends
 from .ids import device_ids, host_ids
@@ -86,6 +88,20 @@ class Embedding(nn.Module):
         """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor."""
         return cls(Table.from_gguf(path, tensor), dtype, **kwargs)
 
+    @classmethod
+    def from_embedding(cls, embedding_or_weight, qtype: str = "Q4_K", dtype: mx.Dtype | None = None, **kwargs):
+        """Quantize an ``mlx.nn.Embedding`` (or its float ``weight [num_embeddings, dims]``) to
+        ``qtype`` with :func:`muser_mlx.quantize` (llama.cpp's reference quantizer).
+        ``dtype`` defaults to the weight's dtype, so a model's numerics stay as they were."""
+        from .quantize import quantize
+
+        weight = embedding_or_weight.weight if isinstance(embedding_or_weight, nn.Module) else embedding_or_weight
+        weight = mx.array(weight) if not isinstance(weight, mx.array) else weight
+        if dtype is None:
+            dtype = weight.dtype if weight.dtype in OUTPUT_DTYPES else mx.float32
+        data = quantize(np.array(weight.astype(mx.float32)), qtype)
+        return cls(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
+
     @property
     def table(self) -> Table:
         t = self._table
@@ -119,3 +135,14 @@ class Embedding(nn.Module):
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"
+
+
+def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:
+    """Replace every ``mlx.nn.Embedding`` in ``model`` by an :class:`Embedding` holding its table
+    as ``qtype`` bytes, in place, like ``mlx.nn.quantize`` does for MLX's own format."""
+
+    def swap(_, module):
+        return Embedding.from_embedding(module, qtype) if type(module) is nn.Embedding else module
+
+    model.update_modules(tree_map_with_path(swap, model.leaf_modules(), is_leaf=nn.Module.is_module))
+    return model
