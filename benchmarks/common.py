@@ -39,23 +39,20 @@ def copy_bandwidth(gib: float = 1.0, reps: int = 10) -> float:
 
 
 def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarray:
-    """Random blocks with small finite f16 scales: uint8 [vocab, row_bytes]."""
+    """uint8 [vocab, row_bytes]: random blocks whose float fields (scales, or the values of the
+    float formats) hold finite values drawn like a trained table's."""
     from muser_mlx import FORMATS
 
     fmt = FORMATS[qtype]
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
-    for off in SCALE_FIELDS.get(qtype, ()):
-        blocks[:, off : off + 2] = (rng.uniform(1e-4, 1e-2, blocks.shape[0]).astype(np.float16)).view(np.uint8).reshape(-1, 2)
-    if qtype in ("F16", "BF16", "F32"):
-        values = rng.normal(0, 0.02, (blocks.shape[0],)).astype(np.float32)
-        blocks = {"F16": values.astype(np.float16).view(np.uint8), "F32": values.view(np.uint8),
-                  "BF16": (values.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)}[qtype].reshape(blocks.shape)
+    scale = 0.02 if fmt.block_values == 1 else 1e-3
+    for off in fmt.float_offsets:
+        values = rng.normal(0, scale, blocks.shape[0]).astype(np.float32)
+        field = {"f16": values.astype(np.float16).view(np.uint16), "f32": values.view(np.uint32),
+                 "bf16": (values.view(np.uint32) >> 16).astype(np.uint16)}[fmt.float_kind]
+        blocks[:, off : off + field.itemsize] = field.view(np.uint8).reshape(-1, field.itemsize)
     return blocks.reshape(vocab, fmt.row_bytes(dims))
-
-
-# f16 scale fields inside a block, by format: (d, dmin) offsets.
-SCALE_FIELDS = {"Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "Q8_0": (0,), "Q4_0": (0,)}
 
 
 def device_name() -> str:

@@ -23,6 +23,8 @@ class Format:
     block_values: int
     block_bytes: int
     decode: Callable[[mx.array], mx.array]  # uint8 [n, block_bytes] -> float32 [n, block_values]
+    float_kind: str  # "f16", "bf16" or "f32": the type of the block's float fields ...
+    float_offsets: tuple[int, ...]  # ... at these byte offsets (scales, or the value itself)
 
     def row_bytes(self, dims: int) -> int:
         return dims // self.block_values * self.block_bytes
@@ -173,14 +175,14 @@ def _decode_q6_k(blocks: mx.array) -> mx.array:
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("F32", 0, 1, 4, _decode_f32),
-        Format("F16", 1, 1, 2, _decode_f16),
-        Format("BF16", 30, 1, 2, _decode_bf16),
-        Format("Q4_0", 2, 32, 18, _decode_q4_0),
-        Format("Q8_0", 8, 32, 34, _decode_q8_0),
-        Format("Q4_K", 12, 256, 144, _decode_q4_k),
-        Format("Q5_K", 13, 256, 176, _decode_q5_k),
-        Format("Q6_K", 14, 256, 210, _decode_q6_k),
+        Format("F32", 0, 1, 4, _decode_f32, "f32", (0,)),
+        Format("F16", 1, 1, 2, _decode_f16, "f16", (0,)),
+        Format("BF16", 30, 1, 2, _decode_bf16, "bf16", (0,)),
+        Format("Q4_0", 2, 32, 18, _decode_q4_0, "f16", (0,)),
+        Format("Q8_0", 8, 32, 34, _decode_q8_0, "f16", (0,)),
+        Format("Q4_K", 12, 256, 144, _decode_q4_k, "f16", (0, 2)),
+        Format("Q5_K", 13, 256, 176, _decode_q5_k, "f16", (0, 2)),
+        Format("Q6_K", 14, 256, 210, _decode_q6_k, "f16", (208,)),
     )
 }
 

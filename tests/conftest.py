@@ -16,19 +16,9 @@ from muser_mlx import FORMATS, Table
 # ../shared/fixtures beside the checkout; MUSER_MLX_FIXTURES points elsewhere (e.g. on a GPU machine).
 FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 
-# Each format's float fields: (kind, byte offsets inside one block), the scales of quantized
+# Format.float_kind / float_offsets name each format's float fields, the scales of quantized
 # formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
 # is for finite scales and values.
-FLOAT_FIELDS = {
-    "F32": ("f32", (0,)),
-    "F16": ("f16", (0,)),
-    "BF16": ("bf16", (0,)),
-    "Q4_0": ("f16", (0,)),
-    "Q8_0": ("f16", (0,)),
-    "Q4_K": ("f16", (0, 2)),
-    "Q5_K": ("f16", (0, 2)),
-    "Q6_K": ("f16", (208,)),
-}
 FLOAT_KINDS = {"f16": (2, 0x7C00), "bf16": (2, 0x7F80), "f32": (4, 0x7F800000)}  # bytes, exponent mask
 
 
@@ -41,10 +31,10 @@ def fixture(name: str) -> Path:
 
 def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
-    kind, offsets = FLOAT_FIELDS[qtype]
-    size, exponent = FLOAT_KINDS[kind]
+    fmt = FORMATS[qtype]
+    size, exponent = FLOAT_KINDS[fmt.float_kind]
     top_bit = exponent & ~(exponent >> 1)
-    for off in offsets:
+    for off in fmt.float_offsets:
         field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
         field = np.where((field & exponent) == exponent, field ^ top_bit, field).astype(f"<u{size}")
         blocks[:, off:off + size] = field.view(np.uint8)
