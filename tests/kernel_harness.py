@@ -59,33 +59,39 @@ def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-def _run(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, grid: int | None) -> mx.array:
+def _run(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
     data = np.ascontiguousarray(np.array(table.data))
     ids = np.ascontiguousarray(ids)
     out = np.empty((ids.size, table.dims), C_TYPES[dtype][1])
-    threads = grid or ids.size * (table.dims // values_per_thread(table.dims))
+    groups = table.dims // values_per_thread(table.dims)
+    width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
+    height = rows_in_flight or max(ids.size, 1)
     lib.run(
         data.ctypes.data_as(ctypes.c_void_p),
         ids.ctypes.data_as(ctypes.c_void_p),
         ctypes.c_uint32(ids.size),
         out.ctypes.data_as(ctypes.c_void_p),
-        ctypes.c_uint32(threads),
+        ctypes.c_uint32(width),
+        ctypes.c_uint32(height),
     )
     result = mx.array(out)
     return mx.view(result, mx.bfloat16) if dtype == mx.bfloat16 else result
 
 
-def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, grid: int | None = None) -> mx.array:
-    """The shared source through prelude_cpu.h; thread t of ``grid`` (default: one per group)."""
+def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | None = None) -> mx.array:
+    """The shared source through prelude_cpu.h, every thread of the grid in turn; the grid's
+    height is ``rows_in_flight`` (default: one row per id)."""
     id_type, out_type = C_TYPES[mx.array(ids).dtype][0], C_TYPES[dtype][0]
     args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {values_per_thread(table.dims)}"
     driver = f"""
-extern "C" void run(const uint8_t* table, const {id_type}* ids, uint32_t n, {out_type}* out, uint32_t grid) {{
-  for (uint32_t t = 0; t < grid; ++t) muser::gather<{args}>(table, ids, n, out, t, grid);
+extern "C" void run(const uint8_t* table, const {id_type}* ids, uint32_t n, {out_type}* out, uint32_t width,
+                    uint32_t height) {{
+  for (uint32_t y = 0; y < height; ++y)
+    for (uint32_t x = 0; x < width; ++x) muser::gather<{args}>(table, ids, n, out, x, y, height);
 }}
 """
     source = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", "gather.h")) + driver
-    return _run(_compile(source, [KERNELS]), table, ids, dtype, grid)
+    return _run(_compile(source, [KERNELS]), table, ids, dtype, rows_in_flight)
 
 
 def generated_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
@@ -116,19 +122,20 @@ def _metal_lib(source: str) -> ctypes.CDLL:
     driver = f"""
 template <typename A, typename B, typename C, typename D>
 void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const void* ids, uint32_t n,
-           void* out, uint32_t grid) {{
+           void* out, uint32_t width, uint32_t height) {{
   int shape[1] = {{int(n)}};
-  for (uint32_t t = 0; t < grid; ++t)
-    kernel((A)table, (B)ids, (C)shape, (D)out, uint3{{t, 0, 0}}, uint3{{grid, 1, 1}});
+  for (uint32_t y = 0; y < height; ++y)
+    for (uint32_t x = 0; x < width; ++x)
+      kernel((A)table, (B)ids, (C)shape, (D)out, uint3{{x, y, 0}}, uint3{{width, height, 1}});
 }}
-extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t grid) {{
-  drive(&{instance}, table, ids, n, out, grid);
+extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t width, uint32_t height) {{
+  drive(&{instance}, table, ids, n, out, width, height);
 }}
 """
     return _compile(source + driver, [SHIM, KERNELS])
 
 
-def metal_gather(table, ids: np.ndarray, dtype, capfd, grid: int | None = None) -> mx.array:
+def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
     """Execute the generated Metal source on the CPU, thread by thread."""
     source = generated_metal_source(table, mx.array(ids), dtype, capfd)
-    return _run(_metal_lib(source), table, ids, dtype, grid)
+    return _run(_metal_lib(source), table, ids, dtype, rows_in_flight)
