@@ -46,6 +46,10 @@ class GGUFTensor:
     architecture: str | None
 
 
+def unreadable(path: Path, reason: str) -> GGUFError:
+    return GGUFError(f"{path}: not a readable GGUF file: {reason}")
+
+
 class _Cursor:
     """Little-endian reads over the file's bytes; each read first checks the bytes left."""
 
@@ -54,8 +58,8 @@ class _Cursor:
 
     def need(self, n: int, what: str) -> None:
         if n > len(self.buf) - self.pos:
-            raise GGUFError(
-                f"{self.path}: {what} at byte {self.pos} needs {n} bytes, "
+            raise unreadable(
+                self.path, f"{what} at byte {self.pos} needs {n} bytes, "
                 f"but the file ends at byte {len(self.buf)}"
             )
 
@@ -84,7 +88,7 @@ class _Cursor:
             self.string(what)
         elif vtype == GGUFValueType.ARRAY:
             if depth >= MAX_ARRAY_NESTING:
-                raise GGUFError(f"{self.path}: {what} nests arrays more than {MAX_ARRAY_NESTING} deep")
+                raise unreadable(self.path, f"{what} nests arrays more than {MAX_ARRAY_NESTING} deep")
             item_type, count = self.u32(f"{what}'s item type"), self.u64(f"{what}'s count")
             if item_type in SCALAR_BYTES:
                 self.take(count * SCALAR_BYTES[item_type], f"{what} ({count} items)")
@@ -93,7 +97,7 @@ class _Cursor:
             for i in range(count):
                 self.value(item_type, f"{what}[{i}]", depth + 1)
         else:
-            raise GGUFError(f"{self.path}: {what} has unknown value type {vtype}")
+            raise unreadable(self.path, f"{what} has unknown value type {vtype}")
 
 
 def scan_header(buf: mmap.mmap, path: Path) -> None:
@@ -106,35 +110,35 @@ def scan_header(buf: mmap.mmap, path: Path) -> None:
     """
     cur = _Cursor(buf, path)
     if len(buf) < 4 or bytes(buf[:4]) != MAGIC:
-        raise GGUFError(f"{path}: not a GGUF file (its first bytes are {bytes(buf[:4])!r}, not {MAGIC!r})")
+        raise unreadable(path, f"it starts with {bytes(buf[:4])!r}, not {MAGIC!r}")
     cur.take(4, "magic")
     version = cur.u32("version")
     if version & 0xFFFF == 0 and version:
-        raise GGUFError(f"{path}: a big-endian GGUF file; only little-endian files are supported")
+        raise unreadable(path, "a big-endian GGUF file; only little-endian files are supported")
     if version not in VERSIONS:
-        raise GGUFError(f"{path}: GGUF version {version}; supported versions: {', '.join(map(str, VERSIONS))}")
+        raise unreadable(path, f"GGUF version {version}; supported versions: {', '.join(map(str, VERSIONS))}")
     n_tensors, n_kv = cur.u64("tensor count"), cur.u64("metadata count")
     keys: set[bytes] = set()
     for i in range(n_kv):
         key = cur.string(f"metadata key {i} of {n_kv}")
         if key in keys:
-            raise GGUFError(f"{path}: metadata key {key!r} appears twice")
+            raise unreadable(path, f"metadata key {key!r} appears twice")
         keys.add(key)
         cur.value(cur.u32(f"type of metadata {key!r}"), f"metadata {key!r}")
     names: set[bytes] = set()
     for i in range(n_tensors):
         name = cur.string(f"name of tensor {i} of {n_tensors}")
         if name in names:
-            raise GGUFError(f"{path}: tensor name {name!r} appears twice")
+            raise unreadable(path, f"tensor name {name!r} appears twice")
         names.add(name)
         n_dims = cur.u32(f"tensor {name!r}'s number of dimensions")
         if n_dims > MAX_DIMS:
-            raise GGUFError(f"{path}: tensor {name!r} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
+            raise unreadable(path, f"tensor {name!r} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
         cur.take(8 * n_dims, f"tensor {name!r}'s dimensions")
         cur.u32(f"tensor {name!r}'s type")
         offset = cur.u64(f"tensor {name!r}'s data offset")
         if offset > len(buf):
-            raise GGUFError(f"{path}: tensor {name!r} has data offset {offset}, past the end of the file ({len(buf)} bytes)")
+            raise unreadable(path, f"tensor {name!r} has data offset {offset}, past the end of the file ({len(buf)} bytes)")
 
 
 def open_gguf(path: str | Path) -> GGUFReader:
@@ -150,7 +154,7 @@ def open_gguf(path: str | Path) -> GGUFReader:
     try:
         with open(path, "rb") as f:
             if path.stat().st_size == 0:
-                raise GGUFError(f"{path}: an empty file, not a GGUF file")
+                raise unreadable(path, "it is empty")
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 scan_header(buf, path)
     except OSError as e:
@@ -158,7 +162,7 @@ def open_gguf(path: str | Path) -> GGUFReader:
     try:
         return GGUFReader(path, "r")
     except Exception as e:  # gguf-py raises ValueError, KeyError, IndexError, ... on bad files
-        raise GGUFError(f"{path}: not a readable GGUF file (gguf-py: {type(e).__name__}: {e})") from e
+        raise unreadable(path, f"gguf-py: {type(e).__name__}: {e}") from e
 
 
 def field_value(reader: GGUFReader, key: str):

@@ -40,7 +40,7 @@ def raises_gguf_error(path, match: str | None = None) -> GGUFError:
 def test_not_a_gguf(tmp_path, content):
     path = tmp_path / "x.gguf"
     path.write_bytes(content)
-    raises_gguf_error(path)
+    raises_gguf_error(path, "not a readable GGUF file")
 
 
 def test_missing_path_is_file_not_found(tmp_path):
@@ -59,7 +59,7 @@ def test_folder_and_fifo_are_refused_without_opening(tmp_path):
 
 def test_wrong_magic(good):
     patch(good, 0, "4s", b"GGML")
-    raises_gguf_error(good, "not a GGUF file")
+    raises_gguf_error(good, "not a readable GGUF file: it starts with b'GGML'")
 
 
 @pytest.mark.parametrize("version", [0, 1, 4, 2**31, 2**32 - 1])
