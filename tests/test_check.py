@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import gguf
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from conftest import F16_FIELDS, random_table_bytes
-from muser_mlx import FORMATS, Table, check_table
+from muser_mlx import FORMATS, Table, check, check_table
 from muser_mlx.check import FLOAT_KINDS, LISTED_BLOCKS, SCALE_FIELDS
 
 CHECKABLE = [q for q in FORMATS if q in F16_FIELDS]  # random_table_bytes knows how to make these
@@ -22,8 +24,9 @@ def test_every_format_has_its_scale_fields():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(CHECKABLE), st.integers(1, 30), st.integers(1, 3), st.integers(0, 2**32 - 1), st.integers(0, 60))
-def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, n_bad):
+@given(st.sampled_from(CHECKABLE), st.integers(1, 30), st.integers(1, 3), st.integers(0, 2**32 - 1), st.integers(0, 60),
+       st.sampled_from([1, 7, check.CHUNK_FIELDS]))
+def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, n_bad, chunk_fields):
     fmt = FORMATS[qtype]
     dims = fmt.block_values * blocks_per_row * (1 if fmt.block_values > 1 else 8)
     rng = np.random.default_rng(seed)
@@ -36,7 +39,8 @@ def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, 
         r, b, off = rng.integers(vocab), rng.integers(blocks.shape[1]), offsets[rng.integers(len(offsets))]
         field = blocks[r, b, off:off + width].view(f"<u{width}")
         field |= exponent
-    report = check_table(Table.from_bytes(data, qtype, dims))
+    with patch.object(check, "CHUNK_FIELDS", chunk_fields):  # also several rows per MLX step
+        report = check_table(Table.from_bytes(data, qtype, dims))
 
     with np.errstate(invalid="ignore", over="ignore"):  # Inf * 0 in the oracle
         values = gguf.quants.dequantize(data, gguf.GGMLQuantizationType[qtype])
