@@ -1,5 +1,6 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
+from .check import TableReport, check_table
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
@@ -7,5 +8,16 @@ from .quantize import quantize
 from .table import Table
 from .writer import save_gguf
 
-__all__ = ["Embedding", "embedding", "quantize_embeddings", "GGUFError", "FORMATS", "quantize", "Table", "save_gguf"]
+__all__ = [
+    "Embedding",
+    "embedding",
+    "quantize_embeddings",
+    "GGUFError",
+    "FORMATS",
+    "quantize",
+    "Table",
+    "save_gguf",
+    "TableReport",
+    "check_table",
+]
 __version__ = "0.1.0"

@@ -16,6 +16,10 @@ from typing import Callable
 import mlx.core as mx
 
 
+# A float field's kind -> (its little-endian word, its exponent bits: all ones is NaN or Inf).
+FLOAT_KINDS = {"f16": (mx.uint16, 0x7C00), "bf16": (mx.uint16, 0x7F80), "f32": (mx.uint32, 0x7F800000)}
+
+
 @dataclass(frozen=True)
 class Format:
     name: str  # ggml's name, e.g. "Q4_K"

@@ -8,8 +8,11 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from .check import check_table
+from .errors import GGUFError
 from .formats import Format, get_format
 from .gguf import read_tensor
+from .memory import check_fits
 
 
 def _resident(data: mx.array) -> mx.array:
@@ -46,13 +49,25 @@ class Table:
         return self.vocab * self.row_bytes
 
     @classmethod
-    def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight") -> "Table":
+    def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight", check: bool = False) -> "Table":
         """Memory-map ``path`` and copy ``tensor``'s bytes once into an MLX array.
 
-        Raises ``GGUFError`` (a ``ValueError``) naming the file, the tensor and the problem.
+        Raises ``GGUFError`` (a ``ValueError``) naming the file, the tensor and the problem,
+        also before copying when the bytes would not fit in memory. ``check=True`` also runs
+        :func:`muser_mlx.check_table` and raises ``GGUFError`` if any scale is NaN or Inf.
         """
         t = read_tensor(path, tensor)
-        return cls(_resident(mx.array(t.data)), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
+        where = f"{t.path}: tensor {t.name!r}"
+        check_fits(t.data.nbytes, where)
+        table = cls(_resident(mx.array(t.data)), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
+        if check:
+            report = check_table(table)
+            if not report.ok:
+                raise GGUFError(
+                    f"{where}: {report.n_bad_blocks} blocks in {len(report.bad_rows)} rows have NaN or Inf "
+                    f"scales; first bad rows: {', '.join(map(str, report.bad_rows[:10]))}"
+                )
+        return table
 
     @classmethod
     def from_bytes(cls, data, qtype: str, dims: int) -> "Table":

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import strategies as st
 
 from muser_mlx import FORMATS, Table
+from muser_mlx.formats import FLOAT_KINDS
 
 # ../shared/fixtures beside the checkout; MUSER_MLX_FIXTURES points elsewhere (e.g. on a GPU machine).
 FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
@@ -19,7 +20,6 @@ FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().pa
 # Format.float_kind / float_offsets name each format's float fields, the scales of quantized
 # formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
 # is for finite scales and values.
-FLOAT_KINDS = {"f16": (2, 0x7C00), "bf16": (2, 0x7F80), "f32": (4, 0x7F800000)}  # bytes, exponent mask
 
 
 def fixture(name: str) -> Path:
@@ -32,7 +32,8 @@ def fixture(name: str) -> Path:
 def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
     """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
     fmt = FORMATS[qtype]
-    size, exponent = FLOAT_KINDS[fmt.float_kind]
+    word, exponent = FLOAT_KINDS[fmt.float_kind]
+    size = word.size
     top_bit = exponent & ~(exponent >> 1)
     for off in fmt.float_offsets:
         field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")

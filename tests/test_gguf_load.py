@@ -1,8 +1,6 @@
 """Loading tables from GGUF files: round trips through gguf.GGUFWriter, every load-time check,
 read-only files, and the llama.cpp-made fixtures against gguf-py bit for bit."""
 
-import os
-import stat
 
 import gguf
 import mlx.core as mx
@@ -88,30 +86,6 @@ def test_not_a_gguf_and_missing_file(tmp_path):
         Table.from_gguf(tmp_path / "x.gguf")
     with pytest.raises(FileNotFoundError):
         Table.from_gguf(tmp_path / "absent.gguf")
-
-
-@pytest.mark.skipif(os.geteuid() == 0 and os.uname().sysname == "Linux", reason="root ignores file modes")
-def test_read_only_file_and_folder_as_user(tmp_path):
-    _read_only_load(tmp_path)
-
-
-def test_read_only_file_and_folder(tmp_path):
-    _read_only_load(tmp_path)
-
-
-def _read_only_load(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    table, raw = random_table_bytes(np.random.default_rng(1), "Q4_K", 3, 256), None
-    path = write(folder / "r.gguf", {"token_embd.weight": (table, "Q4_K")})
-    path.chmod(stat.S_IRUSR)
-    folder.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        with open(path, "rb"):
-            pass
-        assert np.array_equal(np.array(Table.from_gguf(path).data), table)
-    finally:
-        folder.chmod(stat.S_IRWXU)
 
 
 @pytest.mark.parametrize("name, tensor", [("tiny-llama-Q4_K_M.gguf", "token_embd.weight"),
