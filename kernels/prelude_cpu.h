@@ -15,6 +15,12 @@ inline float muser_f16_bits_to_float(uint16_t bits) {
   return float(h);
 }
 
+inline float muser_f32_bits_to_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from gguf import GGUFReader
@@ -55,6 +56,30 @@ def embedding_like(reader: GGUFReader) -> list[str]:
     names = [t.name for t in reader.tensors if len(t.shape) == 2]
     hinted = [n for n in names if "embd" in n or "embed" in n or n == "output.weight"]
     return hinted or names
+
+
+class Gatherable(NamedTuple):
+    """A tensor that can serve as a table: ``dims`` values per row, ``vocab`` rows, ``nbytes`` in all."""
+
+    name: str
+    qtype: str
+    dims: int
+    vocab: int
+    nbytes: int
+
+
+def gatherable_tensors(source: GGUFReader | str | Path) -> list[Gatherable]:
+    """Every 2-D tensor (in file order) whose type is a supported format and whose dims is a
+    multiple of that format's block: the tensors a Table can be made from."""
+    reader = source if isinstance(source, GGUFReader) else open_gguf(source)
+    found = []
+    for t in reader.tensors:
+        fmt = FORMATS.get(t.tensor_type.name)
+        if fmt is None or len(t.shape) != 2 or int(t.shape[0]) % fmt.block_values:
+            continue
+        dims, vocab = (int(n) for n in t.shape)
+        found.append(Gatherable(t.name, fmt.name, dims, vocab, int(t.n_bytes)))
+    return found
 
 
 def read_tensor(path: str | Path, tensor: str = "token_embd.weight") -> GGUFTensor:

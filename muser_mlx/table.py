@@ -12,6 +12,16 @@ from .formats import Format, get_format
 from .gguf import read_tensor
 
 
+def _resident(data: mx.array) -> mx.array:
+    """On MLX's CUDA backend an array made on the host is managed memory that migrates to the
+    GPU page by page on first touch; random row gathers would fault on each new page (measured:
+    8.9 ms for the first 4,096-id lookup into a 756 MB table). One sequential pass now moves it
+    all (3.7 ms). Apple silicon's unified memory needs no such pass."""
+    if mx.default_device() == mx.gpu and mx.cuda.is_available():
+        mx.eval(mx.max(data))
+    return data
+
+
 @dataclass(frozen=True)
 class Table:
     """``data`` is ``uint8 [vocab, row_bytes]``: row ``i`` is token ``i``'s blocks exactly as
@@ -42,7 +52,7 @@ class Table:
         Raises ``GGUFError`` (a ``ValueError``) naming the file, the tensor and the problem.
         """
         t = read_tensor(path, tensor)
-        return cls(mx.array(t.data), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
+        return cls(_resident(mx.array(t.data)), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
 
     @classmethod
     def from_bytes(cls, data, qtype: str, dims: int) -> "Table":
@@ -52,7 +62,7 @@ class Table:
             raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
         row_bytes = fmt.row_bytes(dims)
         if isinstance(data, np.ndarray):
-            data = mx.array(np.ascontiguousarray(data).view(np.uint8))
+            data = _resident(mx.array(np.ascontiguousarray(data).view(np.uint8)))
         if data.dtype != mx.uint8 or data.ndim != 2 or data.shape[1] != row_bytes or data.shape[0] < 1:
             raise ValueError(
                 f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "

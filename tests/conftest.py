@@ -16,9 +16,20 @@ from muser_mlx import FORMATS, Table
 # ../shared/fixtures beside the checkout; MUSER_MLX_FIXTURES points elsewhere (e.g. on a GPU machine).
 FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 
-# Byte offsets, inside one block, of each format's f16 fields (scales, or the values themselves).
-# Random bytes there are made finite: the bit-exactness promise is for finite scales.
-F16_FIELDS = {"F16": (0,), "Q4_K": (0, 2)}
+# Each format's float fields: (kind, byte offsets inside one block), the scales of quantized
+# formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
+# is for finite scales and values.
+FLOAT_FIELDS = {
+    "F32": ("f32", (0,)),
+    "F16": ("f16", (0,)),
+    "BF16": ("bf16", (0,)),
+    "Q4_0": ("f16", (0,)),
+    "Q8_0": ("f16", (0,)),
+    "Q4_K": ("f16", (0, 2)),
+    "Q5_K": ("f16", (0, 2)),
+    "Q6_K": ("f16", (208,)),
+}
+FLOAT_KINDS = {"f16": (2, 0x7C00), "bf16": (2, 0x7F80), "f32": (4, 0x7F800000)}  # bytes, exponent mask
 
 
 def fixture(name: str) -> Path:
@@ -28,20 +39,24 @@ def fixture(name: str) -> Path:
     return path
 
 
-def finite_f16_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Clear the top exponent bit of every f16 field whose exponent is all ones (Inf/NaN)."""
-    for off in F16_FIELDS[qtype]:
-        hi = blocks[:, off + 1]
-        blocks[:, off + 1] = np.where((hi & 0x7C) == 0x7C, hi & 0xBF, hi)
+def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
+    kind, offsets = FLOAT_FIELDS[qtype]
+    size, exponent = FLOAT_KINDS[kind]
+    top_bit = exponent & ~(exponent >> 1)
+    for off in offsets:
+        field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
+        field = np.where((field & exponent) == exponent, field ^ top_bit, field).astype(f"<u{size}")
+        blocks[:, off:off + size] = field.view(np.uint8)
     return blocks
 
 
 def random_table_bytes(rng: np.random.Generator, qtype: str, vocab: int, dims: int) -> np.ndarray:
-    """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite f16 fields."""
+    """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite float fields."""
     fmt = FORMATS[qtype]
     n_blocks = vocab * dims // fmt.block_values
     blocks = rng.integers(0, 256, size=(n_blocks, fmt.block_bytes), dtype=np.uint8)
-    return finite_f16_fields(blocks, qtype).reshape(vocab, fmt.row_bytes(dims))
+    return finite_float_fields(blocks, qtype).reshape(vocab, fmt.row_bytes(dims))
 
 
 def reference(table_bytes: np.ndarray, qtype: str, ids) -> np.ndarray:
@@ -64,12 +79,31 @@ def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32)
         raise AssertionError(f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}")
 
 
+def write_gguf(path, tensors: dict, arch="llama", metadata=None):
+    """A GGUF file written by gguf-py's GGUFWriter. tensors: name -> (uint8 bytes [rows, row_bytes],
+    ggml type name; gguf-py turns the byte shape into that type's element shape) or a float ndarray.
+    metadata: name -> uint32."""
+    w = gguf.GGUFWriter(path, arch)
+    for k, v in (metadata or {}).items():
+        w.add_uint32(k, v)
+    for name, value in tensors.items():
+        if isinstance(value, tuple):
+            w.add_tensor(name, value[0], raw_dtype=gguf.GGMLQuantizationType[value[1]])
+        else:
+            w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 @st.composite
-def tables(draw, qtypes=("Q4_K", "F16"), max_vocab=40):
+def tables(draw, qtypes=tuple(FORMATS), max_vocab=40):
     """A random Table (bytes drawn from a seeded generator) and its raw bytes."""
     qtype = draw(st.sampled_from(qtypes))
     block = FORMATS[qtype].block_values
-    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
+    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 2, 3, 8, 12, 24, 64]))
     vocab = draw(st.integers(1, max_vocab))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     data = random_table_bytes(rng, qtype, vocab, dims)

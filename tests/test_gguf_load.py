@@ -10,26 +10,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf as write
 from muser_mlx import Embedding, GGUFError, Table
 from muser_mlx.writer import save_gguf
-
-
-def write(path, tensors: dict, arch="llama", metadata=None):
-    """tensors: name -> (uint8 bytes, qtype) or a float ndarray."""
-    w = gguf.GGUFWriter(path, arch)
-    for k, v in (metadata or {}).items():
-        w.add_uint32(k, v)
-    for name, value in tensors.items():
-        if isinstance(value, tuple):
-            w.add_tensor(name, value[0], raw_dtype=gguf.GGMLQuantizationType[value[1]])
-        else:
-            w.add_tensor(name, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

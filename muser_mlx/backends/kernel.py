@@ -20,8 +20,9 @@ def kernel_source(name: str) -> str:
 
 
 def values_per_thread(dims: int) -> int:
-    """Outputs per thread: 8, or the largest of 4, 2, 1 that divides ``dims``."""
-    return next(v for v in (8, 4, 2, 1) if dims % v == 0)
+    """Outputs per thread: 4 (one 16-byte float32 store; measured faster than 8 on an H100),
+    else the largest of 2, 1 that divides ``dims``."""
+    return next(v for v in (4, 2, 1) if dims % v == 0)
 
 
 class DeviceGather:
