@@ -156,7 +156,11 @@ def run(path: Path, tied: bool = False, steps: int = 8, say=print) -> None:
     diff = mx.abs(logits - logits_ref).max().item()
     same = mx.array_equal(logits, logits_ref).item()
     say(f"logits vs nn.Embedding over the dequantized table: max |diff| = {diff:.3g}, bit-identical: {same}")
-    assert same, f"logits differ from the float-table model (max |diff| {diff})"
+    # The lookup is bit-identical to the dequantized table, so the untied model must be too; a tied
+    # head's matmul over the quantized bytes may sum in another order, so it gets a tolerance.
+    assert same or (tied and mx.allclose(logits, logits_ref, rtol=1e-4, atol=1e-5).item()), (
+        f"logits differ from the float-table model (max |diff| {diff})"
+    )
     eager = model(prompt)
     assert mx.allclose(eager, logits, rtol=1e-5, atol=1e-5).item(), "compiled and eager logits disagree"
 
@@ -167,7 +171,7 @@ def run(path: Path, tied: bool = False, steps: int = 8, say=print) -> None:
     say(f"greedy generation, {steps} steps (compiled) in {took * 1e3:.1f} ms: {tokens}")
     say(f"same tokens as the float-table model: {tokens == tokens_ref}")
     assert tokens == tokens_ref, f"generation differs: {tokens} vs {tokens_ref}"
-    say("OK: the quantized embedding gives exactly the float-table model's logits and tokens")
+    say(f"OK: the quantized embedding gives {'exactly ' if same else ''}the float-table model's logits and its tokens")
 
 
 def main(argv=None) -> None:
