@@ -27,7 +27,6 @@ def test_notebook_runs_from_a_clean_kernel(tmp_path, monkeypatch):
     (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "muser_mlx test", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("MUSER_MLX_NOTEBOOK_IMAGES", str(tmp_path / "images"))  # leave examples/images alone
-    monkeypatch.setenv("MPLBACKEND", "Agg")
 
     nb = nbformat.read(EXAMPLES / "embedding_tour.ipynb", as_version=4)
     client = nbclient.NotebookClient(nb, kernel_name="muser-mlx-test", timeout=300,
