@@ -27,7 +27,7 @@ def plot(path: Path) -> Path:
         xs, ys = zip(*points)
         ax.plot(xs, [y / 1e9 for y in ys], marker="o", label=name)
     ax.axhline(data["copy_bytes_per_s"] / 1e9, color="gray", linestyle="--", label="copy bandwidth")
-    ax.set(xscale="log", xlabel="ids per lookup", ylabel="effective GB/s (rows read + output written)",
+    ax.set(xscale="log", xlabel="ids per lookup", ylabel="effective GB/s, lookups in flight (rows read + output written)",
            title=f"{path.stem}: {data['machine']}")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)

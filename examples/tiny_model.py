@@ -161,8 +161,10 @@ def run(path: Path, tied: bool = False, steps: int = 8, say=print) -> None:
     assert same or (tied and mx.allclose(logits, logits_ref, rtol=1e-4, atol=1e-5).item()), (
         f"logits differ from the float-table model (max |diff| {diff})"
     )
+    # Compiled graphs fuse and reorder float math (on a GPU, differently from eager kernels), so
+    # compiled and eager logits agree to float tolerance, not bit for bit.
     eager = model(prompt)
-    assert mx.allclose(eager, logits, rtol=1e-5, atol=1e-5).item(), "compiled and eager logits disagree"
+    assert mx.allclose(eager, logits, rtol=1e-3, atol=1e-4).item(), "compiled and eager logits disagree"
 
     t0 = time.perf_counter()
     tokens = greedy(forward, prompt, steps)

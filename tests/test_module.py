@@ -54,7 +54,8 @@ def test_lookup_is_lazy_and_compiles(q4k_table):
     assert_bits_equal(out, reference(raw, "Q4_K", [3, 1, 4]))
     step = mx.compile(lambda i: mx.tanh(emb(i)).sum(axis=-1))
     expected = np.tanh(reference(raw, "Q4_K", [[1, 5]])).sum(axis=-1)
-    np.testing.assert_allclose(np.array(step(mx.array([[1, 5]]))), expected, rtol=1e-6)
+    # the lookup is exact (above); tanh and the sum may differ by ulps between devices and fusions
+    np.testing.assert_allclose(np.array(step(mx.array([[1, 5]]))), expected, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
