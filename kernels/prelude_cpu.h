@@ -1,8 +1,8 @@
 // CPU dialect for the shared kernel source: plain C++17, so tests can execute the exact device
-// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+).
+// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+); a warp is
+// 32 threads run by muser_cpu::run_warps.
 #pragma once
-#include <cstdint>
-#include <cstring>
+#include "cpu_runtime.h"
 
 #define MUSER_FN inline
 #define MUSER_LOCAL
@@ -13,20 +13,11 @@ inline float muser_f16_bits_to_float(uint16_t bits) {
   return float(h);
 }
 
-// bfloat16 output, rounded to nearest even like MLX's float -> bfloat16 conversion.
-struct muser_bfloat16 {
-  uint16_t bits;
-  explicit muser_bfloat16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0u | (u >> 16 & 0x8000u))
-                                          : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-};
-
 template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {
     dst[k] = static_cast<T>(v[k]);
   }
 }
+
+inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }

@@ -1,8 +1,8 @@
-"""The gather kernel on MLX's GPU backends, built from the shared source in ``kernels/``.
+"""The gather and matvec kernels on MLX's GPU backends, built from the shared source in ``kernels/``.
 
-One kernel object per dialect serves every format, width, vocabulary, output dtype and batch
-width: per-table constants are template arguments, the number of ids is read from the ids
-array at run time.
+One kernel object per (dialect, kernel) serves every format, width, vocabulary, dtype and batch
+width: per-table constants are template arguments, the number of ids (or rows of x) is read from
+the input's shape at run time.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import mlx.core as mx
 
 THREADGROUP = 256
 MAX_THREADS = 1 << 30  # grid-stride beyond this: MLX's grid is a 32-bit int
+WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
 
 
 def kernel_source(name: str) -> str:
@@ -20,18 +21,25 @@ def kernel_source(name: str) -> str:
 
 
 def values_per_thread(dims: int) -> int:
-    """Outputs per thread: 8, or the largest of 4, 2, 1 that divides ``dims``."""
+    """Values per decode call: 8, or the largest of 4, 2, 1 that divides ``dims``."""
     return next(v for v in (8, 4, 2, 1) if dims % v == 0)
 
 
-class DeviceGather:
-    """The gather for one dialect: ``header`` = prelude + block decoders + gather template,
-    ``source`` = the dialect's few-line body that calls the template with its thread index."""
+def rows_per_pass(n: int) -> int:
+    """Rows of x per streaming pass over the table (matvec's ROWS): 1, 2, 4 or 8."""
+    return next(r for r in (1, 2, 4, 8) if n <= r or r == 8)
 
-    def __init__(self, dialect: str, body: str, register):
-        self.dialect = dialect
-        self.header = "\n".join(kernel_source(f) for f in (f"prelude_{dialect}.h", "formats.h", "gather.h"))
-        self.source = kernel_source(body)
+
+class DeviceKernel:
+    """One kernel of one dialect: ``header`` = prelude + block decoders + the kernel's template
+    (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
+    that calls the template with its thread index. Built on first use, then cached."""
+
+    def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register):
+        self.dialect, self.name = dialect, name
+        self.header = "\n".join(kernel_source(f) for f in (f"prelude_{dialect}.h", "formats.h", f"{name}.h"))
+        self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
+        self.inputs, self.outputs = inputs, outputs
         self._register = register
         self._kernel = None
 
@@ -39,38 +47,77 @@ class DeviceGather:
     def kernel(self):
         if self._kernel is None:
             self._kernel = self._register()(
-                name="muser_gather",
-                input_names=["table", "ids"],
-                output_names=["out"],
+                name=f"muser_{self.name}",
+                input_names=self.inputs,
+                output_names=self.outputs,
                 source=self.source,
                 header=self.header,
             )
         return self._kernel
 
-    def template(self, table, ids: mx.array, dtype: mx.Dtype) -> list[tuple]:
-        return [
-            ("FORMAT", table.format.ggml_type),
-            ("DIMS", table.dims),
-            ("VOCAB", table.vocab),
-            ("VALUES", values_per_thread(table.dims)),
-            ("T", dtype),  # out's dtype and ids' dtype are in the generated signature; naming
-            ("I", ids.dtype),  # them here keeps each signature's compiled kernel apart
-        ]
+
+def gather_template(table, ids: mx.array, dtype: mx.Dtype) -> list[tuple]:
+    return [
+        ("FORMAT", table.format.ggml_type),
+        ("DIMS", table.dims),
+        ("VOCAB", table.vocab),
+        ("VALUES", values_per_thread(table.dims)),
+        ("T", dtype),  # out's dtype and ids' dtype are in the generated signature; naming
+        ("I", ids.dtype),  # them here keeps each signature's compiled kernel apart
+    ]
+
+
+def matvec_template(table, x: mx.array) -> list[tuple]:
+    return [
+        ("FORMAT", table.format.ggml_type),
+        ("DIMS", table.dims),
+        ("VOCAB", table.vocab),
+        ("VALUES", values_per_thread(table.dims)),
+        ("ROWS", rows_per_pass(x.shape[0])),
+        ("X", x.dtype),  # x's and out's dtype (the same), in the generated signature
+    ]
+
+
+def matvec_threads(vocab: int) -> int:
+    """One warp per vocab row, grid-striding beyond MAX_THREADS."""
+    return min(vocab, MAX_THREADS // WARP) * WARP
+
+
+class DeviceBackend:
+    """A GPU dialect's kernels: ``gather`` (rows of the table) and ``matvec`` (logits)."""
+
+    def __init__(self, dialect: str, register):
+        self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
+        self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
 
     def gather(self, table, ids: mx.array, dtype: mx.Dtype) -> mx.array:
+        """``ids [n]`` -> ``[n, dims]`` in ``dtype``."""
         n = ids.shape[0]
         if n == 0:
             return mx.zeros((0, table.dims), dtype)
         threads = min(n * (table.dims // values_per_thread(table.dims)), MAX_THREADS)
-        return self.kernel(
+        return self.gather_kernel.kernel(
             inputs=[table.data, ids],
-            template=self.template(table, ids, dtype),
+            template=gather_template(table, ids, dtype),
             grid=(threads, 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(n, table.dims)],
             output_dtypes=[dtype],
         )[0]
 
+    def matvec(self, table, x: mx.array) -> mx.array:
+        """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
+        the table once per ``rows_per_pass(n)`` rows of x."""
+        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
+        return self.matvec_kernel.kernel(
+            inputs=[table.data, x],
+            template=matvec_template(table, x),
+            grid=(matvec_threads(table.vocab), 1, 1),
+            threadgroup=(THREADGROUP, 1, 1),
+            output_shapes=[(x.shape[0], table.vocab)],
+            output_dtypes=[x.dtype],
+        )[0]
 
-METAL = DeviceGather("metal", "gather.metal", lambda: mx.fast.metal_kernel)
-CUDA = DeviceGather("cuda", "gather.cu", lambda: mx.fast.cuda_kernel)
+
+METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel)
