@@ -9,6 +9,7 @@ import mlx.nn as nn
 
 from . import backends
 from .ids import device_ids, host_ids
+from .linear import as_linear, tied_head
 from .table import Table
 
 OUTPUT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -57,7 +58,13 @@ class Embedding(nn.Module):
         dtype (mx.Dtype): output dtype, ``float32`` (default), ``float16`` or ``bfloat16``.
         check_ids (bool): evaluate and range-check ``mx.array`` ids (see :func:`embedding`).
         backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
+
+    ``tied`` is True when loaded by ``from_gguf`` from a file whose LM head is this table (no
+    ``output.weight``; logged once at INFO on the ``muser_mlx`` logger), False when the file has
+    its own head, None when not loaded from a file.
     """
+
+    tied: bool | None = None
 
     def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, check_ids: bool = False, backend: str = "auto"):
         super().__init__()
@@ -74,7 +81,9 @@ class Embedding(nn.Module):
     @classmethod
     def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, **kwargs):
         """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor."""
-        return cls(Table.from_gguf(path, tensor), dtype, **kwargs)
+        module = cls(Table.from_gguf(path, tensor), dtype, **kwargs)
+        module.tied = tied_head(path, tensor)
+        return module
 
     @property
     def table(self) -> Table:
@@ -98,6 +107,12 @@ class Embedding(nn.Module):
 
     def __call__(self, x) -> mx.array:
         return embedding(self.table, x, self.dtype, check_ids=self.check_ids, backend=self.backend)
+
+    def as_linear(self, x) -> mx.array:
+        """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->
+        ``[..., num_embeddings]`` in x's dtype (float32, float16 or bfloat16); see
+        :func:`muser_mlx.as_linear`."""
+        return as_linear(self.table, x, backend=self.backend)
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"

@@ -65,12 +65,17 @@ def streamed(table, x: mx.array, backend: str) -> mx.array:
     return backends.BACKENDS[backend].matvec(table, x)
 
 
-def tiled(table, x: mx.array, backend: str, tile_rows: int = TILE_ROWS) -> mx.array:
-    """``x [n, dims]`` -> ``[n, vocab]``: dequantize ``tile_rows`` vocab rows at a time (the
-    backend's gather of ``arange(start, stop)``), ``x @ tile.T``, concatenate."""
-    parts = []
+def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:
+    """``x [n, dims]`` -> ``[n, vocab]``: dequantize ``tile_rows`` (default ``TILE_ROWS``) vocab
+    rows at a time (the backend's gather of ``arange(start, stop)``), ``x @ tile.T``, concatenate.
+    Each tile's ids depend on the previous tile's logits, so MLX evaluates the tiles one after
+    the other and frees each before the next (left alone it interleaves them)."""
+    tile_rows = tile_rows or TILE_ROWS
+    parts: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
         ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
+        if parts:
+            ids = mx.depends(ids, parts[-1])
         tile = backends.gather(table, ids, x.dtype, backend)  # [rows, dims] in x's dtype
         parts.append(x @ tile.T)
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
