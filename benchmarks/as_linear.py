@@ -8,63 +8,27 @@ Columns (median ms per call over --reps calls, each call built and mx.eval'd, af
 - ``tiled@R``: the tiled path with R vocab rows per tile, for choosing TILE_ROWS;
 - ``mlx q4``: ``mlx.nn.QuantizedEmbedding(bits=4, group_size=64).as_linear`` (scales in x's dtype);
 - ``mlx f16``: ``mlx.nn.Embedding.as_linear`` with a float16 table.
-Also: the Q4_K table's bytes and the bandwidth of a large elementwise copy in the same run, so
-``GB/s`` (Q4_K table bytes / as_linear time) can be read against what the memory delivers.
+Also the bandwidth of a large elementwise copy in the same run, so ``GB/s`` (Q4_K table bytes /
+as_linear time) can be read against what the memory delivers.
 
     python benchmarks/as_linear.py            # Glimmer shape, the default device (the GPU)
     python benchmarks/as_linear.py --small    # dims 1,024, vocab 8,192: quick, also on a CPU
 
-Prints a markdown table and writes benchmarks/results/as_linear_<device>[_small].md.
+Prints a markdown table and writes benchmarks/results/as_linear[_small]_<cpu|gpu>.{md,json}.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import platform
-import statistics
-import sys
-import time
-from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
+from muser_mlx import Table, as_linear, backends, linear
 
-from muser_mlx import FORMATS, Table, as_linear  # noqa: E402
-from muser_mlx import backends, linear  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 TILES = (1024, 4096, 16384)
-
-
-def q4_k_table(vocab: int, dims: int, seed: int = 0) -> Table:
-    """Random Q4_K bytes, d and dmin (bytes 0-1, 2-3 of each 144-byte block) below 2^-3."""
-    fmt = FORMATS["Q4_K"]
-    rng = np.random.default_rng(seed)
-    blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
-    blocks[:, 1] &= 0xAF  # f16 high byte: clear exponent bits 4 and 2 -> |d| < 2^-3, finite
-    blocks[:, 3] &= 0xAF
-    return Table.from_bytes(blocks.reshape(vocab, fmt.row_bytes(dims)), "Q4_K", dims)
-
-
-def median_ms(fn, reps: int) -> float:
-    mx.eval(fn())  # warm-up: compiles kernels, fills caches
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        mx.eval(fn())
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def copy_bandwidth(reps: int, nbytes: int) -> float:
-    """GB/s of ``a + 1`` over float32 ``a`` of ``nbytes`` (reads and writes counted)."""
-    a = mx.zeros((nbytes // 4,), mx.float32)
-    mx.eval(a)
-    return 2 * nbytes / median_ms(lambda: a + 1, reps) / 1e6
 
 
 def mlx_heads(vocab: int, dims: int, dtype: mx.Dtype):
@@ -87,51 +51,42 @@ def main() -> None:
     p.add_argument("--no-mlx", action="store_true", help="skip MLX's own heads (saves their memory)")
     args = p.parse_args()
 
-    dims, vocab = (1024, 8192) if args.small else (6656, 202048)
+    dims, vocab = (1024, 8192) if args.small else (GLIMMER["dims"], GLIMMER["vocab"])
     backend = backends.select("auto")
     gpu = backend in backends.KERNEL_BACKENDS
     args.dtype = args.dtype or ("float16" if gpu else "float32")
     dtype = getattr(mx, args.dtype)
-    table = q4_k_table(vocab, dims)
+    table = Table.from_bytes(random_q_bytes("Q4_K", vocab, dims), "Q4_K", dims)
     mx.eval(table.data)
     heads = None if args.no_mlx else mlx_heads(vocab, dims, dtype)
-    bandwidth = copy_bandwidth(args.reps, 1 << 30 if gpu else 1 << 28)
+    copy = copy_bandwidth(1.0 if gpu else 0.25)
 
-    cols = ["rows", "as_linear ms", "GB/s"] + (["streamed ms"] if gpu else [])
-    cols += [f"tiled@{r} ms" for r in TILES] + ([] if heads is None else ["mlx q4 ms", "mlx f16 ms"])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    heads_by_name = {"as_linear": lambda x: as_linear(table, x)}
+    if gpu:
+        heads_by_name["streamed"] = lambda x: linear.streamed(table, x, backend)
+    heads_by_name |= {f"tiled@{r}": lambda x, r=r: linear.tiled(table, x, backend, r) for r in TILES}
+    if heads is not None:
+        heads_by_name |= {"mlx q4": heads[0].as_linear, "mlx f16": heads[1].as_linear}
+
+    rows, results = [], {"dims": dims, "vocab": vocab, "x_dtype": args.dtype, "backend": backend,
+                         "table_bytes": table.nbytes, "copy_bytes_per_s": copy, "runs": []}
     rng = np.random.default_rng(1)
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
-        mx.eval(x)
-        ms = median_ms(lambda: as_linear(table, x), args.reps)
-        row = [str(n), f"{ms:.3f}", f"{table.nbytes / ms / 1e6:.3g}"]
-        if gpu:
-            row.append(f"{median_ms(lambda: linear.streamed(table, x, backend), args.reps):.3f}")
-        row += [f"{median_ms(lambda: linear.tiled(table, x, backend, r), args.reps):.3f}" for r in TILES]
-        if heads is not None:
-            row += [f"{median_ms(lambda: h.as_linear(x), args.reps):.3f}" for h in heads]
-        lines.append("| " + " | ".join(row) + " |")
-        print(lines[-1], flush=True)
+        ms = {name: 1e3 * median_seconds(lambda i: (x,), head, args.reps) for name, head in heads_by_name.items()}
+        results["runs"].append({"rows": n, "ms": ms})
+        rows.append([n, *(f"{t:.3f}" for t in ms.values()), f"{table.nbytes / ms['as_linear'] / 1e6:.3g}"])
+        print(*rows[-1], sep="\t", flush=True)
 
-    device = mx.device_info().get("device_name", "unknown")
-    kind = backend if gpu else "cpu"
-    header = [
-        f"# as_linear, Q4_K dims {dims:,} vocab {vocab:,}, x {args.dtype}",
-        "",
-        f"- machine: {device} ({platform.machine()}, {platform.system()}), MLX default device {mx.default_device()}, "
-        f"backend `{backend}`",
-        f"- date: {datetime.date.today().isoformat()}, MLX {mx.__version__}, median of {args.reps} calls after a warm-up",
-        f"- Q4_K table: {table.nbytes / 2**20:.1f} MiB; copy bandwidth (float32 a + 1, read + write): {bandwidth:.1f} GB/s",
-        f"- MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, TILE_ROWS = {linear.TILE_ROWS}; GB/s = table bytes / as_linear time",
-        "",
-    ]
-    text = "\n".join(header + lines) + "\n"
-    print("\n" + text)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"as_linear_{kind}{'_small' if args.small else ''}.md"
-    out.write_text(text)
-    print(f"wrote {out}")
+    table_md = markdown(["rows", *(f"{name} ms" for name in heads_by_name), "GB/s"], rows)
+    table_md += (
+        f"\n\nBackend `{backend}`, median of {args.reps} calls after a warm-up. Q4_K table: "
+        f"{table.nbytes / 2**20:.1f} MiB; GB/s = table bytes / as_linear time; copy bandwidth (float32 "
+        f"elementwise, read + write): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, "
+        f"TILE_ROWS = {linear.TILE_ROWS}."
+    )
+    stem = "as_linear_small" if args.small else "as_linear"
+    print(save(stem, f"as_linear, Q4_K dims {dims:,} vocab {vocab:,}, x {args.dtype}", table_md, results))
 
 
 if __name__ == "__main__":

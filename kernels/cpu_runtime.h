@@ -1,32 +1,14 @@
-// What running device code on the host needs beyond C++17 (tests only): a bfloat16 type, and
-// warps of 32 lanes executed as 32 concurrent threads, so the cross-lane sum of the shared
-// kernel source runs as written. Included by prelude_cpu.h and by the Metal-language shim.
+// Warps on the host (tests only): 32 lanes executed as 32 concurrent threads, so the cross-lane
+// sum of the shared kernel source runs as written. Included by prelude_cpu.h and by the
+// Metal-language shim (muser_bfloat16 lives in bfloat16_cpu.h).
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
-
-// bfloat16 rounded to nearest even like MLX's float -> bfloat16 conversion.
-struct muser_bfloat16 {
-  uint16_t bits;
-  explicit muser_bfloat16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0u | (u >> 16 & 0x8000u))
-                                          : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-  explicit operator float() const {
-    uint32_t u = uint32_t(bits) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-};
 
 namespace muser_cpu {
 

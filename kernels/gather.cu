@@ -1,3 +1,3 @@
 muser::gather<muser::Format<FORMAT>, DIMS, VOCAB, VALUES>(
     table, ids, uint32_t(ids_shape[0]), out,
-    blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+    blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y, gridDim.y);  // threadgroups are 1 high

@@ -2,6 +2,10 @@
 // arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+); a warp is
 // 32 threads run by muser_cpu::run_warps.
 #pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "bfloat16_cpu.h"
 #include "cpu_runtime.h"
 
 #define MUSER_FN inline
@@ -11,6 +15,12 @@ inline float muser_f16_bits_to_float(uint16_t bits) {
   _Float16 h;
   std::memcpy(&h, &bits, 2);
   return float(h);
+}
+
+inline float muser_f32_bits_to_float(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 template <int N, typename T>

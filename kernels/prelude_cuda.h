@@ -4,6 +4,7 @@
 #define MUSER_LOCAL
 
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
+MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
 template <int N, typename T>
 MUSER_FN void muser_store(T* dst, const float* v) {

@@ -6,6 +6,7 @@ using namespace metal;
 #define MUSER_LOCAL thread
 
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
+inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }
 
 template <int N, typename T>
 inline void muser_store(device T* dst, thread const float* v) {

@@ -1,10 +1,25 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
-from .embedding import Embedding, embedding
+from .check import TableReport, check_table
+from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
 from .linear import as_linear
+from .quantize import quantize
 from .table import Table
+from .writer import save_gguf
 
-__all__ = ["Embedding", "embedding", "as_linear", "GGUFError", "FORMATS", "Table"]
+__all__ = [
+    "Embedding",
+    "embedding",
+    "as_linear",
+    "quantize_embeddings",
+    "GGUFError",
+    "FORMATS",
+    "quantize",
+    "Table",
+    "save_gguf",
+    "TableReport",
+    "check_table",
+]
 __version__ = "0.1.0"

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
+from mlx.utils import tree_map_with_path
 
 from . import backends
-from .ids import device_ids, host_ids
+from .ids import count_out_of_range, device_ids, host_ids
 from .linear import as_linear, tied_head
 from .table import Table
 
@@ -21,8 +23,9 @@ def embedding(
     dtype: mx.Dtype = mx.float32,
     *,
     check_ids: bool = False,
+    return_out_of_range: bool = False,
     backend: str = "auto",
-) -> mx.array:
+) -> mx.array | tuple[mx.array, mx.array]:
     """Rows ``ids`` of ``table``, dequantized: a lazy ``ids.shape + (dims,)`` array in ``dtype``.
 
     Args:
@@ -35,17 +38,29 @@ def embedding(
             is built, raising ``IndexError`` that names the id, its position and the vocabulary.
             An ``mx.array`` is not evaluated unless ``check_ids=True``: by default its ids are
             clamped to ``min(unsigned(id), vocab - 1)``, as the kernels do.
+        return_out_of_range (bool): also return how many ids were clamped, as a lazy 0-d
+            ``uint32`` ``mx.array`` computed in the same graph (no sync): ``(rows, count)``.
+            Host ids are checked, so their count is always 0.
         backend (str): ``"auto"`` (the Metal or CUDA kernel on a GPU default device, else
             ``"ops"``), ``"metal"``, ``"cuda"`` or ``"ops"`` (plain MLX ops, any device).
     """
+    _check_dtype(dtype)
+    return _lookup(backends.bind(table, dtype, backends.select(backend)), table, ids, check_ids, return_out_of_range)
+
+
+def _check_dtype(dtype: mx.Dtype) -> None:
     if dtype not in OUTPUT_DTYPES:
         raise ValueError(f"output dtype must be float32, float16 or bfloat16, got {dtype}")
+
+
+def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: bool = False):
+    """Type and check ``ids`` (see :func:`embedding`), flatten, gather, restore the shape."""
     if isinstance(ids, mx.array):
         ids = device_ids(ids, table.vocab, check_ids)
     else:
         ids = host_ids(ids, table.vocab)
-    out = backends.gather(table, ids.reshape(-1), dtype, backends.select(backend))
-    return out.reshape(*ids.shape, table.dims)
+    out = gather(ids) if ids.ndim == 1 else gather(ids.reshape(-1)).reshape(*ids.shape, table.dims)
+    return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 
 
 class Embedding(nn.Module):
@@ -56,7 +71,10 @@ class Embedding(nn.Module):
     Args:
         table (Table): the quantized table, e.g. ``Table.from_gguf(path)``.
         dtype (mx.Dtype): output dtype, ``float32`` (default), ``float16`` or ``bfloat16``.
-        check_ids (bool): evaluate and range-check ``mx.array`` ids (see :func:`embedding`).
+        on_out_of_range (str): what an ``mx.array`` id outside ``[0, vocab)`` does: ``"clamp"``
+            (default; reads row ``min(unsigned(id), vocab - 1)``, lazily; count them with
+            :meth:`lookup_with_count`) or ``"raise"`` (evaluate the ids on the host and raise
+            ``IndexError``). Host ids (ints, lists, NumPy) always raise.
         backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
 
     ``tied`` is True when loaded by ``from_gguf`` from a file whose LM head is this table (no
@@ -66,32 +84,55 @@ class Embedding(nn.Module):
 
     tied: bool | None = None
 
-    def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, check_ids: bool = False, backend: str = "auto"):
+    def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, on_out_of_range: str = "clamp", backend: str = "auto"):
         super().__init__()
-        if dtype not in OUTPUT_DTYPES:
-            raise ValueError(f"output dtype must be float32, float16 or bfloat16, got {dtype}")
+        _check_dtype(dtype)
+        if on_out_of_range not in ("clamp", "raise"):
+            raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
         backends.select(backend)
         self.weight = table.data
         self._table = table
+        self._unbind()
         self.dtype = dtype
-        self.check_ids = check_ids
+        self.on_out_of_range = on_out_of_range
         self.backend = backend
         self.freeze()
 
     @classmethod
-    def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, **kwargs):
-        """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor."""
-        module = cls(Table.from_gguf(path, tensor), dtype, **kwargs)
+    def from_gguf(
+        cls, path: str | Path, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
+    ):
+        """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor
+        (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
+        module = cls(Table.from_gguf(path, tensor, check), dtype, **kwargs)
         module.tied = tied_head(path, tensor)
         return module
+
+    @classmethod
+    def from_embedding(cls, embedding_or_weight, qtype: str = "Q4_K", dtype: mx.Dtype | None = None, **kwargs):
+        """Quantize an ``mlx.nn.Embedding`` (or its float ``weight [num_embeddings, dims]``) to
+        ``qtype`` with :func:`muser_mlx.quantize` (llama.cpp's reference quantizer).
+        ``dtype`` defaults to the weight's dtype, so a model's numerics stay as they were."""
+        from .quantize import quantize
+
+        weight = embedding_or_weight.weight if isinstance(embedding_or_weight, nn.Module) else embedding_or_weight
+        weight = mx.array(weight) if not isinstance(weight, mx.array) else weight
+        if dtype is None:
+            dtype = weight.dtype if weight.dtype in OUTPUT_DTYPES else mx.float32
+        data = quantize(np.array(weight.astype(mx.float32)), qtype)
+        return cls(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
 
     @property
     def table(self) -> Table:
         t = self._table
         if self.weight is not t.data:  # e.g. after load_weights / update
-            t = Table.from_bytes(self.weight, t.qtype, t.dims)
-            self._table = t
+            t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
+            self._unbind()
         return t
+
+    def _unbind(self) -> None:
+        # backend name -> gather bound to the table and dtype; a plain attribute, not a child
+        object.__setattr__(self, "_bound", {})
 
     @property
     def num_embeddings(self) -> int:
@@ -105,8 +146,19 @@ class Embedding(nn.Module):
     def qtype(self) -> str:
         return self._table.qtype
 
+    def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
+        """``(self(x), count)``: ``count`` is a lazy 0-d ``uint32`` of the ids that were clamped."""
+        return self._call(x, return_out_of_range=True)
+
     def __call__(self, x) -> mx.array:
-        return embedding(self.table, x, self.dtype, check_ids=self.check_ids, backend=self.backend)
+        return self._call(x)
+
+    def _call(self, x, return_out_of_range: bool = False):
+        table, backend = self.table, backends.select(self.backend)
+        gather = self._bound.get(backend)
+        if gather is None:
+            gather = self._bound[backend] = backends.bind(table, self.dtype, backend)
+        return _lookup(gather, table, x, self.on_out_of_range == "raise", return_out_of_range)
 
     def as_linear(self, x) -> mx.array:
         """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->
@@ -116,3 +168,14 @@ class Embedding(nn.Module):
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"
+
+
+def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:
+    """Replace every ``mlx.nn.Embedding`` in ``model`` by an :class:`Embedding` holding its table
+    as ``qtype`` bytes, in place, like ``mlx.nn.quantize`` does for MLX's own format."""
+
+    def swap(_, module):
+        return Embedding.from_embedding(module, qtype) if type(module) is nn.Embedding else module
+
+    model.update_modules(tree_map_with_path(swap, model.leaf_modules(), is_leaf=nn.Module.is_module))
+    return model

@@ -28,14 +28,21 @@ def host_ids(ids, vocab: int) -> mx.array:
     array = np.asarray(ids)
     if array.size == 0 and array.dtype == np.float64 and not isinstance(ids, np.ndarray):
         array = array.astype(np.int32)  # [] and [[]] carry no dtype of their own
+    if array.dtype == object and all(isinstance(i, int) and not isinstance(i, bool) for i in array.flat):
+        check_range(array, vocab)  # Python ints beyond int64 / uint64: surely out of range
     _integer_dtype_or_raise(array.dtype, array.dtype.kind in "iu")
     check_range(array, vocab)
     return mx.array(array.astype(np.int32))
 
 
+INTEGER_DTYPES = frozenset(
+    (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64)
+)
+
+
 def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
     """``mx.array`` ids: typed here; range-checked only when ``check`` (that evaluates them)."""
-    _integer_dtype_or_raise(ids.dtype, mx.issubdtype(ids.dtype, mx.integer) and ids.dtype != mx.bool_)
+    _integer_dtype_or_raise(ids.dtype, ids.dtype in INTEGER_DTYPES)
     if check:
         check_range(np.array(ids), vocab)
     return ids
@@ -44,3 +51,8 @@ def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
 def clamp(ids: mx.array, vocab: int) -> mx.array:
     """``min(unsigned(id), vocab - 1)`` as ``uint32``: negative ids wrap high and read the last row."""
     return mx.minimum(ids.astype(mx.uint64), vocab - 1).astype(mx.uint32)
+
+
+def count_out_of_range(ids: mx.array, vocab: int) -> mx.array:
+    """Lazy 0-d ``uint32``: how many ids :func:`clamp` moves (``unsigned(id) >= vocab``)."""
+    return (ids.astype(mx.uint64) >= vocab).astype(mx.uint32).sum()

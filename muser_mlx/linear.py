@@ -71,12 +71,13 @@ def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.
     Each tile's ids depend on the previous tile's logits, so MLX evaluates the tiles one after
     the other and frees each before the next (left alone it interleaves them)."""
     tile_rows = tile_rows or TILE_ROWS
+    gather = backends.bind(table, x.dtype, backend)
     parts: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
         ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
         if parts:
             ids = mx.depends(ids, parts[-1])
-        tile = backends.gather(table, ids, x.dtype, backend)  # [rows, dims] in x's dtype
+        tile = gather(ids)  # [rows, dims] in x's dtype
         parts.append(x @ tile.T)
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
 

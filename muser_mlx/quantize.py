@@ -106,8 +106,8 @@ def _nearest_int(t: np.ndarray) -> np.ndarray:
 
 
 def _level(t: np.ndarray, nmax: int) -> np.ndarray:
-    """MAX(0, MIN(nmax, nearest_int(t))) as float32, the same bits as _nearest_int but
-    kept in float: mantissa bits m under exponent 2**23 read as 2**23 + m = nearest_int + 1.5*2**23."""
+    """MAX(0, MIN(nmax, nearest_int(t))) as float32: the low 23 bits m of t + 1.5*2**23 under
+    the exponent of 2**23 form the float 2**23 + m = nearest_int(t) + 1.5*2**23 exactly."""
     v = t + _MAGIC
     bits = v.view(np.int32)
     bits &= 0x7FFFFF
@@ -217,14 +217,14 @@ def _quantize_q4_k(x: np.ndarray) -> np.ndarray:
         # the levels that make_qkx2_quants chose.
         d_sub = (d.astype(np.float32)[:, None] * ls).reshape(-1)  # [8*nb]
         dm_sub = (dmin.astype(np.float32)[:, None] * lm).reshape(-1)
-        q = _level((xs + dm_sub) / d_sub, 15)
-        L = np.where(d_sub != 0, q, L).astype(np.uint8)  # [32, 8*nb]
+        requant = _level((xs + dm_sub) / d_sub, 15)  # [32, 8*nb]
+        L = np.where(d_sub != 0, requant, L).astype(np.uint8)
 
-    # 6-bit scales sc0..7 (A..H) and mins m0..7 (a..h) in 12 bytes; each letter is one
-    # bit, upper case for sc, lower for m, listed from bit 7 to bit 0:
-    #   byte  0..3   E E A A A A A A  ..  H H D D D D D D   sc0..3 + high 2 bits of sc4..7
-    #   byte  4..7   e e a a a a a a  ..  h h d d d d d d   m0..3  + high 2 bits of m4..7
-    #   byte  8..11  e e e e E E E E  ..  h h h h H H H H   low 4 bits of m4..7 | sc4..7
+    # 6-bit scales sc0..7 (A..H) and mins m0..7 (a..h) in 12 bytes, bit 7 first; a letter
+    # stands for one bit of that value:
+    #   byte 0  EEAAAAAA  ..  byte 3  HHDDDDDD   sc0..3, high 2 bits of sc4..7 on top
+    #   byte 4  eeaaaaaa  ..  byte 7  hhdddddd   m0..3,  high 2 bits of m4..7 on top
+    #   byte 8  eeeeEEEE  ..  byte 11 hhhhHHHH   low 4 bits of m4..7 | low 4 bits of sc4..7
     packed = np.empty((nb, 12), np.uint8)
     packed[:, 0:4] = ls[:, 0:4] | (ls[:, 4:8] >> 4) << 6
     packed[:, 4:8] = lm[:, 0:4] | (lm[:, 4:8] >> 4) << 6

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gguf
@@ -11,12 +12,14 @@ import pytest
 from hypothesis import strategies as st
 
 from muser_mlx import FORMATS, Table
+from muser_mlx.formats import FLOAT_KINDS
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+# ../shared/fixtures beside the checkout; MUSER_MLX_FIXTURES points elsewhere (e.g. on a GPU machine).
+FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().parents[2] / "shared" / "fixtures"))
 
-# Byte offsets, inside one block, of each format's f16 fields (scales, or the values themselves).
-# Random bytes there are made finite: the bit-exactness promise is for finite scales.
-F16_FIELDS = {"F16": (0,), "Q4_K": (0, 2)}
+# Format.float_kind / float_offsets name each format's float fields, the scales of quantized
+# formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
+# is for finite scales and values.
 
 
 def fixture(name: str) -> Path:
@@ -26,20 +29,35 @@ def fixture(name: str) -> Path:
     return path
 
 
-def finite_f16_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Clear the top exponent bit of every f16 field whose exponent is all ones (Inf/NaN)."""
-    for off in F16_FIELDS[qtype]:
-        hi = blocks[:, off + 1]
-        blocks[:, off + 1] = np.where((hi & 0x7C) == 0x7C, hi & 0xBF, hi)
+def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
+    """Replace each float field of ``blocks`` (uint8 [n, block_bytes], in place) by
+    ``fn(bits, exponent)``: ``bits`` the fields as little-endian unsigned words [n], ``exponent``
+    the kind's exponent mask (FLOAT_KINDS)."""
+    fmt = FORMATS[qtype]
+    word, exponent = FLOAT_KINDS[fmt.float_kind]
+    size = word.size
+    for off in fmt.float_offsets:
+        field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
+        blocks[:, off:off + size] = fn(field, exponent).astype(f"<u{size}").view(np.uint8)
     return blocks
 
 
+def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
+
+    def finite(field, exponent):
+        top_bit = exponent & ~(exponent >> 1)
+        return np.where((field & exponent) == exponent, field ^ top_bit, field)
+
+    return map_float_fields(blocks, qtype, finite)
+
+
 def random_table_bytes(rng: np.random.Generator, qtype: str, vocab: int, dims: int) -> np.ndarray:
-    """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite f16 fields."""
+    """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite float fields."""
     fmt = FORMATS[qtype]
     n_blocks = vocab * dims // fmt.block_values
     blocks = rng.integers(0, 256, size=(n_blocks, fmt.block_bytes), dtype=np.uint8)
-    return finite_f16_fields(blocks, qtype).reshape(vocab, fmt.row_bytes(dims))
+    return finite_float_fields(blocks, qtype).reshape(vocab, fmt.row_bytes(dims))
 
 
 def reference(table_bytes: np.ndarray, qtype: str, ids) -> np.ndarray:
@@ -62,12 +80,31 @@ def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32)
         raise AssertionError(f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}")
 
 
+def write_gguf(path, tensors: dict, arch="llama", metadata=None):
+    """A GGUF file written by gguf-py's GGUFWriter. tensors: name -> (uint8 bytes [rows, row_bytes],
+    ggml type name; gguf-py turns the byte shape into that type's element shape) or a float ndarray.
+    metadata: name -> uint32."""
+    w = gguf.GGUFWriter(path, arch)
+    for k, v in (metadata or {}).items():
+        w.add_uint32(k, v)
+    for name, value in tensors.items():
+        if isinstance(value, tuple):
+            w.add_tensor(name, value[0], raw_dtype=gguf.GGMLQuantizationType[value[1]])
+        else:
+            w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 @st.composite
-def tables(draw, qtypes=("Q4_K", "F16"), max_vocab=40):
+def tables(draw, qtypes=tuple(FORMATS), max_vocab=40):
     """A random Table (bytes drawn from a seeded generator) and its raw bytes."""
     qtype = draw(st.sampled_from(qtypes))
     block = FORMATS[qtype].block_values
-    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
+    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 2, 3, 8, 12, 24, 64]))
     vocab = draw(st.integers(1, max_vocab))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     data = random_table_bytes(rng, qtype, vocab, dims)
@@ -75,3 +112,10 @@ def tables(draw, qtypes=("Q4_K", "F16"), max_vocab=40):
 
 
 OUTPUT_DTYPES = st.sampled_from([mx.float32, mx.float16, mx.bfloat16])
+
+
+@pytest.fixture
+def q4k_table() -> tuple[Table, np.ndarray]:
+    """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
+    data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
+    return Table.from_bytes(data, "Q4_K", 512), data

@@ -16,7 +16,7 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import F16_FIELDS, fixture, random_table_bytes
+from conftest import fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kernel_harness import cpu_matvec, metal_matvec
@@ -37,11 +37,15 @@ def dequantized(data: np.ndarray, qtype: str) -> np.ndarray:
 
 
 def moderate(data: np.ndarray, qtype: str) -> np.ndarray:
-    """Clear exponent bits 4 and 2 of every f16 field: |field| < 2^-3, so that logits of
-    unit-size x stay far inside float16's range (random scales reach 65,504)."""
-    blocks = data.reshape(-1, FORMATS[qtype].block_bytes)
-    for off in F16_FIELDS.get(qtype, ()):
-        blocks[:, off + 1] &= 0xAF
+    """Clear the top exponent bit and exponent bit 2 of every float field (the scales, or the
+    values of F32/F16/BF16): exponent <= bias - 4, so |field| < 2^-3 and logits of unit-size x
+    stay far inside float16's range (random f16 scales reach 65,504)."""
+
+    def small(field, exponent):
+        top_bit, bit_2 = exponent & ~(exponent >> 1), (exponent & -exponent) << 2
+        return field & field.dtype.type(~(top_bit | bit_2) & np.iinfo(field.dtype).max)
+
+    map_float_fields(data.reshape(-1, FORMATS[qtype].block_bytes), qtype, small)
     return data
 
 

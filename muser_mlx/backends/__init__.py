@@ -1,7 +1,7 @@
 """Where a lookup runs: a GPU kernel (Metal or CUDA) or the portable MLX-ops path.
 
-Every backend takes the same arguments, ``gather(table, ids, dtype)`` with 1-D integer ``ids``,
-and returns a lazy ``[len(ids), dims]`` array in ``dtype``.
+Every backend binds a table and an output dtype, ``bind(table, dtype)``, into a function from
+1-D integer ``ids`` to a lazy ``[len(ids), dims]`` array in ``dtype``.
 """
 
 from __future__ import annotations
@@ -27,5 +27,5 @@ def select(backend: str = "auto") -> str:
     return backend
 
 
-def gather(table, ids: mx.array, dtype: mx.Dtype, backend: str) -> mx.array:
-    return BACKENDS[backend].gather(table, ids, dtype)
+def bind(table, dtype: mx.Dtype, backend: str):
+    return BACKENDS[backend].bind(table, dtype)

@@ -7,9 +7,15 @@ import mlx.core as mx
 from ..ids import clamp
 
 
-def gather(table, ids: mx.array, dtype: mx.Dtype) -> mx.array:
-    """``ids [n]`` -> ``[n, dims]``: take n rows of bytes, decode only those blocks."""
-    fmt, n = table.format, ids.shape[0]
-    rows = mx.take(table.data, clamp(ids, table.vocab), axis=0)  # uint8 [n, row_bytes]
-    blocks = rows.reshape(n * (table.dims // fmt.block_values), fmt.block_bytes)
-    return fmt.decode(blocks).reshape(n, table.dims).astype(dtype)
+def bind(table, dtype: mx.Dtype):
+    """``ids [n] -> [n, dims]``: take n rows of bytes, decode only those blocks."""
+    fmt, dims, vocab, data = table.format, table.dims, table.vocab, table.data
+    blocks_per_row = dims // fmt.block_values
+
+    def gather(ids: mx.array) -> mx.array:
+        n = ids.shape[0]
+        rows = mx.take(data, clamp(ids, vocab), axis=0)  # uint8 [n, row_bytes]
+        blocks = rows.reshape(n * blocks_per_row, fmt.block_bytes)
+        return fmt.decode(blocks).reshape(n, dims).astype(dtype)
+
+    return gather

@@ -1,0 +1,78 @@
+"""Timing helpers shared by the benchmarks: medians of evaluated lookups, copy bandwidth,
+the Glimmer-shaped random tables, and result files with the machine, date and MLX version."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+GLIMMER = dict(dims=6656, vocab=202048)
+
+
+def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
+    """Median wall time of ``mx.eval(fn(*args))``, fresh ``args = make_args(i)`` each rep
+    (built and evaluated before the clock starts)."""
+    times = []
+    for i in range(warmup + reps):
+        args = make_args(i)
+        mx.eval(args)
+        t0 = time.perf_counter()
+        mx.eval(fn(*args))
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def copy_bandwidth(gib: float = 1.0, reps: int = 10) -> float:
+    """Bytes/s of a large elementwise float32 op (reads and writes ``gib`` GiB each)."""
+    x = mx.random.uniform(shape=(int(gib * 2**28),))
+    seconds = median_seconds(lambda i: (x,), lambda a: a + 1.0, reps)
+    return 2 * x.nbytes / seconds
+
+
+def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarray:
+    """uint8 [vocab, row_bytes]: random blocks whose float fields (scales, or the values of the
+    float formats) hold finite values drawn like a trained table's."""
+    from muser_mlx import FORMATS
+
+    fmt = FORMATS[qtype]
+    rng = np.random.default_rng(seed)
+    blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
+    scale = 0.02 if fmt.block_values == 1 else 1e-3
+    for off in fmt.float_offsets:
+        values = rng.normal(0, scale, blocks.shape[0]).astype(np.float32)
+        field = {"f16": values.astype(np.float16).view(np.uint16), "f32": values.view(np.uint32),
+                 "bf16": (values.view(np.uint32) >> 16).astype(np.uint16)}[fmt.float_kind]
+        blocks[:, off : off + field.itemsize] = field.view(np.uint8).reshape(-1, field.itemsize)
+    return blocks.reshape(vocab, fmt.row_bytes(dims))
+
+
+def device_name() -> str:
+    return mx.device_info().get("device_name", str(mx.default_device()))
+
+
+def machine() -> str:
+    return f"{device_name()} ({mx.default_device()}); {platform.machine()}; MLX {mx.__version__}; {datetime.date.today()}"
+
+
+def save(stem: str, title: str, table_md: str, data: dict) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    slug = "gpu" if mx.default_device() == mx.gpu else "cpu"
+    md = RESULTS / f"{stem}_{slug}.md"
+    md.write_text(f"# {title}\n\n{machine()}\n\n{table_md}\n")
+    (RESULTS / f"{stem}_{slug}.json").write_text(json.dumps({"machine": machine(), **data}, indent=1))
+    return md
+
+
+def markdown(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,92 @@
+"""Lookup time and effective bandwidth at the Glimmer shape (dims 6,656, vocab 202,048).
+
+muser_mlx (float32 out, each format asked for) next to mlx.nn.Embedding (float16 table) and
+mlx.nn.QuantizedEmbedding (4-bit), fresh random ids each repetition, plus the device's copy
+bandwidth measured in the same run. Effective bandwidth = (rows read + output written) / time.
+Two timings per batch: one lookup per evaluation (latency, including MLX's fixed cost of an
+evaluation and its sync, ~40 us on an H100), and 8 lookups in flight per evaluation (time / 8:
+the throughput a model sees when lookups are queued with other work).
+
+    python benchmarks/gather.py                       # GPU: Q4_K, all batches
+    python benchmarks/gather.py --formats Q4_K Q6_K   # more formats
+    python benchmarks/gather.py --batches 1 64 512    # e.g. on a CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
+from muser_mlx import Embedding, Table
+
+
+IN_FLIGHT = 8
+
+
+def fresh_ids(vocab: int, n: int, count: int = 1):
+    return lambda i: tuple(mx.random.randint(0, vocab, (n,), key=mx.random.key(count * i + k)) for k in range(count))
+
+
+def in_flight(emb):
+    return lambda *ids: [emb(i) for i in ids]
+
+
+def one_graph_of_single_tokens(emb, vocab: int, tokens: int = 64):
+    """``tokens`` separate one-id lookups evaluated as one graph (a decode step's worth)."""
+    return median_seconds(
+        lambda i: tuple(mx.random.randint(0, vocab, (1,), key=mx.random.key(1000 * i + k)) for k in range(tokens)),
+        lambda *ids: [emb(t) for t in ids],
+        reps=20,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--formats", nargs="+", default=["Q4_K"])
+    ap.add_argument("--batches", nargs="+", type=int, default=[1, 64, 512, 4096, 32768])
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--dims", type=int, default=GLIMMER["dims"])
+    ap.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    ap.add_argument("--no-baselines", action="store_true", help="skip mlx.nn.Embedding / QuantizedEmbedding")
+    args = ap.parse_args()
+    dims, vocab = args.dims, args.vocab
+
+    copy = copy_bandwidth()
+    print(f"copy bandwidth: {copy / 1e9:.0f} GB/s")
+    contenders = {}
+    for qtype in args.formats:
+        table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        contenders[f"muser_mlx {qtype}"] = (Embedding(table), table.row_bytes, 4)
+    if not args.no_baselines:
+        dense = nn.Embedding(vocab, dims)
+        dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
+        quantized = nn.QuantizedEmbedding.from_embedding(dense, group_size=64, bits=4)
+        mx.eval(dense.parameters(), quantized.parameters())
+        contenders["nn.Embedding f16"] = (dense, 2 * dims, 2)
+        contenders["nn.QuantizedEmbedding 4-bit"] = (quantized, dims // 2 + 2 * 2 * dims // 64, 2)
+
+    rows, results = [], {"copy_bytes_per_s": copy, "dims": dims, "vocab": vocab, "runs": []}
+    for name, (emb, row_bytes, out_bytes) in contenders.items():
+        for n in args.batches:
+            s = median_seconds(fresh_ids(vocab, n), emb, args.reps)
+            p = median_seconds(fresh_ids(vocab, n, IN_FLIGHT), in_flight(emb), args.reps) / IN_FLIGHT
+            bw, pbw = (n * (row_bytes + dims * out_bytes) / t for t in (s, p))
+            results["runs"].append(dict(name=name, ids=n, seconds=s, bytes_per_s=bw, in_flight_seconds=p, in_flight_bytes_per_s=pbw))
+            rows.append([name, n, f"{s * 1e6:.1f}", f"{bw / 1e9:.0f} ({100 * bw / copy:.0f}%)",
+                         f"{p * 1e6:.1f}", f"{pbw / 1e9:.0f} ({100 * pbw / copy:.0f}%)"])
+            print(*rows[-1], sep="\t", flush=True)
+        s = one_graph_of_single_tokens(emb, vocab)
+        results["runs"].append(dict(name=name, ids="64 x 1 in one graph", seconds=s))
+        rows.append([name, "64 x 1 in one graph", f"{s * 1e6:.1f}", "", "", ""])
+        print(*rows[-1], sep="\t", flush=True)
+    table_md = markdown(["lookup", "ids", "us, 1 per eval", "GB/s (of copy)", f"us, {IN_FLIGHT} in flight", "GB/s (of copy)"], rows)
+    table_md += f"\n\nCopy bandwidth (1 GiB float32 elementwise, read + write): {copy / 1e9:.0f} GB/s."
+    table_md += "\nmuser_mlx writes float32 (4 B/value); the MLX layers write float16 (2 B/value)."
+    print(save("gather", f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The GPU record: the whole test suite with MLX's GPU backend, then the benchmarks.
+# Run from the repository root with mlx (CUDA or Metal build), gguf, numpy, pytest, hypothesis
+# importable; OUT (default benchmarks/results) receives the logs and results.
+set -uo pipefail
+OUT="${OUT:-benchmarks/results}"
+mkdir -p "$OUT"
+python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_device(), mx.device_info().get('device_name'))"
+python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log"
+cd benchmarks
+python3 gather.py --formats Q4_K Q5_K Q6_K Q8_0 Q4_0 F16 BF16 F32 2>&1 | tee "$OUT/gather_gpu.log"
+python3 as_linear.py 2>&1 | tee "$OUT/as_linear_gpu.log"
+cp results/*gpu* "$OUT"/ 2>/dev/null || true

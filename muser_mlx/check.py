@@ -1,0 +1,76 @@
+"""check_table: which rows and blocks of a table hold NaN or Inf scales, without dequantizing.
+
+A block's floats are its scale fields (``d``, ``dmin``) or, for the float formats, its one
+value. A float is NaN or Inf exactly when its exponent bits are all ones, so the check reads
+those fields' bits straight from the table's bytes with MLX ops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+from .formats import FLOAT_KINDS
+
+LISTED_BLOCKS = 20  # (row, block) pairs kept in a report; the count covers all
+CHUNK_FIELDS = 1 << 22  # fields examined per MLX step, bounding temporaries to a few MiB
+
+
+@dataclass(frozen=True)
+class TableReport:
+    """What :func:`check_table` found. ``bad_rows``: sorted ids of rows with a NaN or Inf
+    scale; ``bad_blocks``: the first ``(row, block)`` pairs (block = index within the row);
+    ``n_bad_blocks``: how many blocks in all."""
+
+    source: str
+    qtype: str
+    vocab: int
+    bad_rows: list[int]
+    bad_blocks: list[tuple[int, int]]
+    n_bad_blocks: int
+
+    @property
+    def ok(self) -> bool:
+        return self.n_bad_blocks == 0
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.source} ({self.qtype}, {self.vocab} rows): no NaN or Inf scales"
+        rows = ", ".join(map(str, self.bad_rows[:LISTED_BLOCKS]))
+        more = f" (and {len(self.bad_rows) - LISTED_BLOCKS} more)" if len(self.bad_rows) > LISTED_BLOCKS else ""
+        blocks = ", ".join(f"{r}:{b}" for r, b in self.bad_blocks)
+        return (
+            f"{self.source} ({self.qtype}, {self.vocab} rows): {self.n_bad_blocks} blocks in "
+            f"{len(self.bad_rows)} rows have NaN or Inf scales\n  rows: {rows}{more}\n  first row:block: {blocks}"
+        )
+
+
+def _bad_fields(rows: mx.array, block_bytes: int, kind: str, offsets: tuple[int, ...]) -> mx.array:
+    """uint8 [n, row_bytes] -> bool [n, blocks per row]: any scale field NaN or Inf."""
+    word, exponent = FLOAT_KINDS[kind]
+    width = word.size
+    words = mx.view(rows, word).reshape(rows.shape[0], -1, block_bytes // width)
+    fields = words[:, :, [off // width for off in offsets]]
+    return ((fields & exponent) == exponent).any(axis=2)
+
+
+def check_table(table) -> TableReport:
+    """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``; for F16, BF16
+    and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
+    kind, offsets = table.format.float_kind, table.format.float_offsets
+    block_bytes = table.format.block_bytes
+    n_blocks = table.row_bytes // block_bytes
+    step = max(1, CHUNK_FIELDS // (n_blocks * len(offsets)))
+    per_row = np.concatenate([
+        np.array(_bad_fields(table.data[r:r + step], block_bytes, kind, offsets).sum(axis=1))
+        for r in range(0, table.vocab, step)
+    ])  # [vocab] bad blocks per row
+    bad_rows = np.flatnonzero(per_row)
+    listed = bad_rows[np.cumsum(per_row[bad_rows]) - per_row[bad_rows] < LISTED_BLOCKS]
+    pairs = []
+    if listed.size:
+        mask = np.array(_bad_fields(table.data[mx.array(listed)], block_bytes, kind, offsets))
+        pairs = [(int(listed[i]), int(b)) for i, b in np.argwhere(mask)[:LISTED_BLOCKS]]
+    return TableReport(table.source, table.qtype, table.vocab, bad_rows.tolist(), pairs, int(per_row.sum()))

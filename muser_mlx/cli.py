@@ -1,0 +1,79 @@
+"""``muser-mlx`` (also ``python -m muser_mlx``): inspect a GGUF, embed ids, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from .embedding import Embedding
+from .errors import GGUFError
+from .gguf import read_tensor
+from .table import Table
+
+DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def inspect(args) -> None:
+    t = read_tensor(args.file, args.tensor)
+    values = t.dims * t.vocab
+    print(f"{t.path}")
+    print(f"  architecture   {t.architecture or '(not set)'}")
+    print(f"  tensor         {t.name}: {t.format.name}, ggml shape [{t.dims}, {t.vocab}] (dims, vocab)")
+    print(f"  row            {t.format.row_bytes(t.dims):,} bytes = {t.dims // t.format.block_values} blocks "
+          f"of {t.format.block_bytes} bytes ({t.format.block_values} values each)")
+    print(f"  held as        {_mib(t.data.nbytes)} ({8 * t.data.nbytes / values:.2f} bits per value)")
+    print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.data.nbytes:.1f}x)")
+    print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.data.nbytes:.1f}x)")
+
+
+def embed(args) -> None:
+    emb = Embedding.from_gguf(args.file, args.tensor, DTYPES[args.dtype])
+    rows = emb(np.array(args.ids, dtype=np.int64))
+    if args.out:
+        np.save(args.out, np.array(rows.astype(mx.float32)))
+        print(f"saved {list(rows.shape)} {args.dtype} rows (as float32) to {args.out}")
+    else:
+        np.set_printoptions(precision=6, threshold=64, edgeitems=4, linewidth=100)
+        for i, row in zip(args.ids, np.array(rows.astype(mx.float32))):
+            print(f"{i}: {row}")
+
+
+def demo(args) -> None:
+    from .demo import run
+
+    run(args.file, args.tensor, print)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="muser-mlx", description="GGUF quantized token embeddings for MLX.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inspect", help="the embedding tensor: type, shape, bytes, float copy costs")
+    p.add_argument("file", type=Path)
+    p.add_argument("--tensor", default="token_embd.weight")
+    p.set_defaults(run=inspect)
+    p = sub.add_parser("embed", help="look up token ids; print the rows or save them as .npy")
+    p.add_argument("file", type=Path)
+    p.add_argument("--ids", type=int, nargs="+", required=True)
+    p.add_argument("--tensor", default="token_embd.weight")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--out", type=Path, help="save to this .npy file instead of printing")
+    p.set_defaults(run=embed)
+    p = sub.add_parser("demo", help="quantize, write, memory-map, look up and check a Q4_K table")
+    p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
+    p.add_argument("--tensor", default="token_embd.weight")
+    p.set_defaults(run=demo)
+    args = ap.parse_args(argv)
+    try:
+        args.run(args)
+    except (GGUFError, FileNotFoundError, IndexError) as e:
+        print(f"muser-mlx: {e}", file=sys.stderr)
+        return 1
+    return 0

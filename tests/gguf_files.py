@@ -1,0 +1,121 @@
+"""Small valid GGUF files, where their fields lie, how to corrupt them, and the one rule every
+corrupted file must obey (shared by tests/test_bad_gguf.py and benchmarks/fuzz_gguf.py)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import gguf
+import mlx.core as mx
+import numpy as np
+
+from conftest import random_table_bytes, reference
+from muser_mlx import GGUFError, Table, embedding
+
+TENSOR = "token_embd.weight"
+
+
+def write_gguf(path: Path, qtype: str = "Q4_K", vocab: int = 4, dims: int = 256, seed: int = 0) -> np.ndarray:
+    """A llama-like GGUF: 4 metadata keys (a string, a u32, a string array, an f32 array),
+    then ``token_embd.weight`` (``qtype`` [dims, vocab]) and ``output_norm.weight`` (F32 [dims]).
+    Returns the table's bytes, uint8 [vocab, row_bytes]."""
+    rng = np.random.default_rng(seed)
+    table = random_table_bytes(rng, qtype, vocab, dims)
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_embedding_length(dims)
+    w.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(vocab)])
+    w.add_array("tokenizer.ggml.scores", [float(i) for i in range(vocab)])
+    if qtype == "F16":
+        w.add_tensor(TENSOR, table.view(np.float16))
+    else:
+        w.add_tensor(TENSOR, table, raw_dtype=gguf.GGMLQuantizationType[qtype])
+    w.add_tensor("output_norm.weight", rng.standard_normal(dims).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return table
+
+
+def kv_offsets(path: Path, key: str) -> dict[str, int]:
+    """File offsets of metadata ``key``'s parts: ``key_len``, ``type``, ``value`` (for an
+    array: ``item_type``, ``count``, then ``value``, its first item)."""
+    field = gguf.GGUFReader(path).fields[key]
+    at = {"key_len": field.offset, "type": field.offset + 8 + len(key.encode())}
+    at["value"] = at["type"] + 4
+    if field.types[0] == gguf.GGUFValueType.ARRAY:
+        at["item_type"], at["count"], at["value"] = at["value"], at["value"] + 4, at["value"] + 12
+    return at
+
+
+def tensor_info_offsets(path: Path, name: str = TENSOR) -> dict[str, int]:
+    """File offsets of tensor ``name``'s info parts: ``name_len``, ``n_dims``, ``dims`` (the
+    first u64), ``type``, ``offset``; plus ``data``, where its bytes start."""
+    reader = gguf.GGUFReader(path)
+    t = next(t for t in reader.tensors if t.name == name)
+    at = {"name_len": t.field.offset, "n_dims": t.field.offset + 8 + len(name.encode())}
+    at["dims"] = at["n_dims"] + 4
+    at["type"] = at["dims"] + 8 * len(t.shape)
+    at["offset"] = at["type"] + 4
+    at["data"] = t.data_offset
+    return at
+
+
+def patch(path: Path, at: int, fmt: str, value) -> None:
+    """Overwrite the little-endian ``struct`` ``fmt`` at byte ``at`` of ``path``."""
+    data = bytearray(path.read_bytes())
+    struct.pack_into("<" + fmt, data, at, value)
+    path.write_bytes(bytes(data))
+
+
+# Values worth writing into a count, length, offset or dimension.
+INTERESTING_U64 = (0, 1, 2, 3, 31, 32, 255, 256, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**62, 2**63, 2**64 - 1)
+
+
+def mutate(data: bytes, ops) -> bytes:
+    """Apply ``ops`` in order: ``("flip", pos, bit)``, ``("byte", pos, value)``,
+    ``("u32", pos, value)``, ``("u64", pos, value)``, ``("truncate", length)``; positions are
+    taken modulo the current length."""
+    buf = bytearray(data)
+    for op in ops:
+        if not buf:
+            break
+        kind, pos = op[0], op[1]
+        if kind == "truncate":
+            del buf[pos % (len(buf) + 1):]
+            continue
+        pos %= len(buf)
+        if kind == "flip":
+            buf[pos] ^= 1 << op[2]
+        elif kind == "byte":
+            buf[pos] = op[2]
+        else:
+            width = 4 if kind == "u32" else 8
+            value = (op[2] % 2**32) if width == 4 else op[2]
+            buf[pos:pos + width] = struct.pack("<I" if width == 4 else "<Q", value)[: len(buf) - pos]
+    return bytes(buf)
+
+
+def same_floats(got: np.ndarray, want: np.ndarray) -> bool:
+    """float32 arrays equal bit for bit, except that any NaN matches any NaN."""
+    nan = np.isnan(want)
+    return bool(np.array_equal(np.isnan(got), nan) and np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan]))
+
+
+def check_outcome(path: Path) -> str:
+    """The rule for any file: ``Table.from_gguf`` raises ``GGUFError``, or returns a table whose
+    every row equals gguf-py's dequantization of the bytes gguf-py reads for the tensor.
+    Returns ``"error"`` or ``"table"``; any other outcome raises AssertionError (or escapes)."""
+    try:
+        table = Table.from_gguf(path)
+    except GGUFError:
+        return "error"
+    t = next(t for t in gguf.GGUFReader(path).tensors if t.name == TENSOR)
+    assert (table.qtype, table.dims, table.vocab) == (t.tensor_type.name, int(t.shape[0]), int(t.shape[1]))
+    raw = np.asarray(t.data).view(np.uint8).reshape(table.vocab, table.row_bytes)
+    assert np.array_equal(np.array(table.data), raw), "table bytes differ from the bytes gguf-py reads"
+    ids = np.arange(table.vocab)
+    got = np.array(embedding(table, mx.array(ids)))
+    assert same_floats(got, reference(raw, table.qtype, ids)), "rows differ from gguf-py's dequantization"
+    return "table"

@@ -1,0 +1,309 @@
+"""Malformed GGUF files raise GGUFError: never a crash, a hang, a huge allocation or wrong rows."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import gguf
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import reference
+from gguf_files import (
+    INTERESTING_U64, TENSOR, check_outcome, kv_offsets, mutate, patch, tensor_info_offsets, write_gguf,
+)
+from muser_mlx import GGUFError, Table, check_table, embedding
+from muser_mlx import memory
+
+
+@pytest.fixture
+def good(tmp_path):
+    path = tmp_path / "good.gguf"
+    write_gguf(path)
+    return path
+
+
+def raises_gguf_error(path, match: str | None = None) -> GGUFError:
+    start = time.monotonic()
+    with pytest.raises(GGUFError, match=match) as e:
+        Table.from_gguf(path)
+    assert time.monotonic() - start < 2, "took too long: a bogus count was believed"
+    assert str(path) in str(e.value)
+    return e.value
+
+
+# ------------------------------------------------------------------ not a GGUF at all
+
+@pytest.mark.parametrize("content", [b"", b"hello, I am a text file\n", b"GGU", b"GGUF", os.urandom(4096)])
+def test_not_a_gguf(tmp_path, content):
+    path = tmp_path / "x.gguf"
+    path.write_bytes(content)
+    raises_gguf_error(path, "not a readable GGUF file")
+
+
+def test_missing_path_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        Table.from_gguf(tmp_path / "absent.gguf")
+
+
+def test_folder_and_fifo_are_refused_without_opening(tmp_path):
+    raises_gguf_error(tmp_path, "not a regular file")
+    fifo = tmp_path / "pipe.gguf"
+    os.mkfifo(fifo)  # opening it would block for ever
+    raises_gguf_error(fifo, "not a regular file")
+
+
+# ------------------------------------------------------------------ header
+
+def test_wrong_magic(good):
+    patch(good, 0, "4s", b"GGML")
+    raises_gguf_error(good, "not a readable GGUF file: it starts with b'GGML'")
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 2**31, 2**32 - 1])
+def test_wrong_version(good, version):
+    patch(good, 4, "I", version)
+    raises_gguf_error(good, "version")
+
+
+def test_big_endian_file_is_refused(good):
+    patch(good, 4, "I", 3 << 24)  # version 3 as a big-endian writer stores it
+    raises_gguf_error(good, "big-endian")
+
+
+@pytest.mark.parametrize("at", [8, 16], ids=["tensor_count", "kv_count"])
+@pytest.mark.parametrize("count", [2**64 - 1, 2**63, 10**6])
+def test_counts_past_the_end(good, at, count):
+    patch(good, at, "Q", count)
+    raises_gguf_error(good)
+
+
+def test_truncated_at_every_byte(good, tmp_path):
+    data = good.read_bytes()
+    end = max(t.data_offset + t.n_bytes for t in gguf.GGUFReader(good).tensors)  # then padding
+    original = np.array(Table.from_gguf(good).data)
+    cut = tmp_path / "cut.gguf"
+    header = tensor_info_offsets(good)["data"]
+    for n in [*range(header), *range(header, len(data), 7)]:  # every byte up to the data
+        cut.write_bytes(data[:n])
+        if n < end:
+            raises_gguf_error(cut)
+        else:
+            assert np.array_equal(np.array(Table.from_gguf(cut).data), original)
+
+
+# ------------------------------------------------------------------ metadata
+
+@pytest.mark.parametrize("length", [2**64 - 1, 2**40, 5000])
+def test_key_length_past_the_end(good, length):
+    patch(good, kv_offsets(good, "tokenizer.ggml.tokens")["key_len"], "Q", length)
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("key", ["tokenizer.ggml.tokens", "tokenizer.ggml.scores"])
+@pytest.mark.parametrize("count", [2**64 - 1, 2**62, 10**6])
+def test_array_count_past_the_end(good, key, count):
+    # gguf-py alone would loop `count` times over an f32 array read past the end
+    patch(good, kv_offsets(good, key)["count"], "Q", count)
+    raises_gguf_error(good)
+
+
+def test_string_length_past_the_end(good):
+    patch(good, kv_offsets(good, "general.architecture")["value"], "Q", 2**63)
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("vtype", [13, 255, 2**32 - 1])
+def test_unknown_value_type(good, vtype):
+    patch(good, kv_offsets(good, "tokenizer.ggml.scores")["type"], "I", vtype)
+    raises_gguf_error(good, "unknown value type")
+
+
+def test_duplicate_key(tmp_path):
+    path = tmp_path / "dup.gguf"
+    write_gguf(path)
+    at = kv_offsets(path, "tokenizer.ggml.scores")["key_len"] + 8
+    patch(path, at, "21s", b"tokenizer.ggml.tokens")  # both keys are 21 bytes long
+    raises_gguf_error(path, "appears twice")
+
+
+def test_non_utf8_name(good):
+    patch(good, tensor_info_offsets(good)["n_dims"] - 1, "B", 0xFF)  # last byte of the name
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("alignment", [0, 3, 48])
+def test_bad_alignment(tmp_path, alignment):
+    path = tmp_path / "a.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_uint32("general.alignment", alignment)
+    w.add_tensor(TENSOR, np.zeros((4, 8), np.float16))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    raises_gguf_error(path)
+
+
+def test_deeply_nested_arrays(good):
+    at = kv_offsets(good, "tokenizer.ggml.tokens")
+    patch(good, at["item_type"], "I", gguf.GGUFValueType.ARRAY)  # items "t0".. now read as arrays
+    raises_gguf_error(good)
+
+
+# ------------------------------------------------------------------ tensor infos
+
+def test_tensor_offset_past_the_end(good):
+    patch(good, tensor_info_offsets(good)["offset"], "Q", 2**63)
+    raises_gguf_error(good, "past the end")
+
+
+def test_tensor_data_runs_past_the_end(good):
+    size = good.stat().st_size
+    at = tensor_info_offsets(good)
+    patch(good, at["offset"], "Q", (size - at["data"] + 64) // 32 * 32 - 64)  # aligned, 64 B before the end
+    raises_gguf_error(good)
+
+
+def test_misaligned_tensor(good):
+    patch(good, tensor_info_offsets(good)["offset"], "Q", 8)
+    raises_gguf_error(good, "alignment")
+
+
+def test_overlapping_tensors(good):
+    # output_norm.weight's bytes moved onto token_embd.weight's: gguf-py accepts this
+    patch(good, tensor_info_offsets(good, "output_norm.weight")["offset"], "Q", 0)
+    raises_gguf_error(good, "overlap")
+
+
+def test_duplicated_tensor_names(tmp_path):
+    path = tmp_path / "dup.gguf"
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor(TENSOR, np.zeros((4, 8), np.float16))
+    w.add_tensor("token_embd.weighX", np.zeros((4, 8), np.float16))
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    patch(path, tensor_info_offsets(path, "token_embd.weighX")["n_dims"] - 1, "c", b"t")
+    raises_gguf_error(path, "appears twice")
+
+
+@pytest.mark.parametrize("vocab", [8, 5, 2**32 + 4])
+def test_shape_disagrees_with_bytes(good, vocab):
+    patch(good, tensor_info_offsets(good)["dims"] + 8, "Q", vocab)  # ne1 = vocab, was 4
+    raises_gguf_error(good)
+
+
+def test_dims_disagree_with_metadata(good):
+    patch(good, tensor_info_offsets(good)["dims"], "Q", 512)
+    patch(good, tensor_info_offsets(good)["dims"] + 8, "Q", 2)  # same bytes, other shape
+    raises_gguf_error(good, "embedding_length")
+
+
+@pytest.mark.parametrize("dims", [[2**40, 2**40], [2**32, 2**32], [2**63, 2], [256, 4 + 2**56]])
+def test_absurd_dims(good, dims):
+    # [256, 4 + 2**56]: gguf-py's uint64 element count wraps to 1024, the real tensor's
+    at = tensor_info_offsets(good)["dims"]
+    for i, n in enumerate(dims):
+        patch(good, at + 8 * i, "Q", n)
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("dims", [[0, 4], [256, 0], [0, 0]])
+def test_zero_dims(good, dims):
+    at = tensor_info_offsets(good)["dims"]
+    for i, n in enumerate(dims):
+        patch(good, at + 8 * i, "Q", n)
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("n_dims", [0, 1, 3, 5, 2**31, 2**32 - 1])
+def test_wrong_number_of_dims(good, n_dims):
+    patch(good, tensor_info_offsets(good)["n_dims"], "I", n_dims)
+    raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("ggml_type", [4, 99, 2**32 - 1, gguf.GGMLQuantizationType.I8])
+def test_bad_tensor_type(good, ggml_type):
+    patch(good, tensor_info_offsets(good)["type"], "I", ggml_type)
+    raises_gguf_error(good)
+
+
+# ------------------------------------------------------------------ files on disk
+
+def test_read_only_file_and_folder(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "m.gguf"
+    table = write_gguf(path)
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        assert np.array_equal(np.array(Table.from_gguf(path).data), table)
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("how", ["rewritten in place", "replaced", "deleted"])
+def test_table_outlives_its_file(good, how):
+    table = Table.from_gguf(good)
+    original = np.array(table.data)
+    ids = np.arange(table.vocab)
+    if how == "rewritten in place":  # the same inode: a live mapping would see this
+        with open(good, "r+b") as f:
+            f.seek(tensor_info_offsets(good)["data"])
+            f.write(b"\xff" * table.nbytes)
+    elif how == "replaced":
+        write_gguf(good, seed=1)
+    else:
+        good.unlink()
+    assert np.array_equal(np.array(table.data), original)
+    got = np.array(embedding(table, ids))
+    assert np.array_equal(got.view(np.uint32), reference(original, "Q4_K", ids).view(np.uint32))
+
+
+# ------------------------------------------------------------------ memory, NaN scales
+
+def test_table_larger_than_memory(good, monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 100)
+    e = raises_gguf_error(good, "more than the host's available memory")
+    assert "token_embd.weight" in str(e)
+
+
+def test_table_larger_than_a_device_buffer(good, monkeypatch):
+    monkeypatch.setattr(memory, "device_limits", lambda: {"max_buffer_size": 200})
+    raises_gguf_error(good, "largest buffer")
+
+
+def test_check_at_load_names_the_bad_rows(good):
+    at = tensor_info_offsets(good)["data"]
+    patch(good, at + 2 * 144 + 3, "B", 0x7C)  # row 2's dmin: f16 exponent all ones (Inf)
+    Table.from_gguf(good)  # the default: no check
+    with pytest.raises(GGUFError, match=r"1 blocks in 1 rows .*first bad rows: 2$") as e:
+        Table.from_gguf(good, check=True)
+    assert str(good) in str(e.value) and TENSOR in str(e.value)
+    report = check_table(Table.from_gguf(good))
+    assert not report.ok and report.bad_rows == [2] and report.bad_blocks == [(2, 0)]
+
+
+# ------------------------------------------------------------------ any corruption
+
+def ops(size_hint: int):
+    """Corruptions, mostly in the first ``size_hint`` bytes (header, metadata, tensor infos)."""
+    pos = st.one_of(st.integers(0, size_hint), st.integers(0, 4 * size_hint))
+    return st.lists(
+        st.one_of(
+            st.tuples(st.just("flip"), pos, st.integers(0, 7)),
+            st.tuples(st.just("byte"), pos, st.integers(0, 255)),
+            st.tuples(st.sampled_from(["u32", "u64"]), pos,
+                      st.one_of(st.sampled_from(INTERESTING_U64), st.integers(0, 2**64 - 1))),
+            st.tuples(st.just("truncate"), st.integers(0, 4 * size_hint)),
+        ),
+        min_size=1, max_size=4,
+    )
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(qtype=st.sampled_from(["Q4_K", "F16"]), vocab=st.integers(1, 5), ops=ops(400))
+def test_any_corruption_is_an_error_or_a_faithful_table(tmp_path, qtype, vocab, ops):
+    path = tmp_path / "m.gguf"
+    write_gguf(path, qtype, vocab, 256 if qtype == "Q4_K" else 8)
+    path.write_bytes(mutate(path.read_bytes(), ops))
+    check_outcome(path)

@@ -1,0 +1,42 @@
+"""The muser-mlx command line: inspect, embed, demo."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import fixture, reference
+from muser_mlx.cli import main
+
+
+def test_inspect(capsys):
+    assert main(["inspect", str(fixture("tiny-llama-Q4_K_M.gguf"))]) == 0
+    out = capsys.readouterr().out
+    assert "token_embd.weight: Q4_K, ggml shape [512, 1003]" in out and "288 bytes = 2 blocks" in out
+    assert "float32 copy   2.0 MiB" in out
+
+
+def test_embed_prints_and_saves(tmp_path, capsys):
+    path = fixture("tiny-llama-Q4_K_M.gguf")
+    assert main(["embed", str(path), "--ids", "1", "7"]) == 0
+    assert capsys.readouterr().out.startswith("1: [")
+    assert main(["embed", str(path), "--ids", "1", "7", "--out", str(tmp_path / "r.npy")]) == 0
+    import gguf
+
+    raw = next(t for t in gguf.GGUFReader(path).tensors if t.name == "token_embd.weight")
+    assert np.array_equal(np.load(tmp_path / "r.npy"), reference(np.asarray(raw.data), "Q4_K", [1, 7]))
+
+
+def test_bad_id_and_bad_file_are_one_line_errors(tmp_path, capsys):
+    assert main(["embed", str(fixture("tiny-llama-Q4_K_M.gguf")), "--ids", "5000"]) == 1
+    assert "token id 5000 at position 0 is out of range" in capsys.readouterr().err
+    (tmp_path / "n.gguf").write_text("hello")
+    assert main(["inspect", str(tmp_path / "n.gguf")]) == 1
+    assert "not a readable GGUF" in capsys.readouterr().err
+
+
+def test_demo_runs_as_a_module():
+    result = subprocess.run([sys.executable, "-m", "muser_mlx", "demo"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "gguf-py's dequantization of the same rows: bit-identical" in result.stdout

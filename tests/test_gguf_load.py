@@ -1,0 +1,110 @@
+"""Loading tables from GGUF files: round trips through gguf.GGUFWriter, every load-time check,
+read-only files, and the llama.cpp-made fixtures against gguf-py bit for bit."""
+
+
+import gguf
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf as write
+from muser_mlx import Embedding, GGUFError, Table
+from muser_mlx.writer import save_gguf
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tables())
+def test_round_trip_through_gguf_writer(tmp_path, table_and_bytes):
+    table, raw = table_and_bytes
+    path = write(tmp_path / "t.gguf", {"token_embd.weight": (raw, table.qtype)},
+                 metadata={"llama.embedding_length": table.dims})
+    loaded = Table.from_gguf(path)
+    assert (loaded.qtype, loaded.dims, loaded.vocab) == (table.qtype, table.dims, table.vocab)
+    assert np.array_equal(np.array(loaded.data), raw)
+    ids = np.arange(table.vocab)
+    assert_bits_equal(Embedding(loaded)(ids), reference(raw, table.qtype, ids))
+
+
+def test_save_gguf_round_trip(tmp_path, q4k_table):
+    table, raw = q4k_table
+    path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table}, {"llama.embedding_length": 512, "general.name": "t"})
+    reader = gguf.GGUFReader(path)
+    assert np.array_equal(reader.tensors[0].data, raw) and reader.tensors[0].tensor_type.name == "Q4_K"
+    assert np.array_equal(np.array(Table.from_gguf(path).data), raw)
+    with pytest.raises(TypeError, match="not supported"):
+        save_gguf(tmp_path / "bad.gguf", {"token_embd.weight": table}, {"x": [1, 2]})
+
+
+def q4k(vocab=4, dims=256):
+    return random_table_bytes(np.random.default_rng(0), "Q4_K", vocab, dims), "Q4_K"
+
+
+def test_missing_tensor_lists_embedding_like_ones(tmp_path):
+    path = write(tmp_path / "m.gguf", {"tok_embeddings.weight": q4k(), "output.weight": q4k()})
+    with pytest.raises(GGUFError, match=r"m.gguf: tensor 'token_embd.weight' is not in the file; "
+                                        r"embedding-like tensors: tok_embeddings.weight, output.weight"):
+        Table.from_gguf(path)
+
+
+def test_shape_must_be_two_dimensional(tmp_path):
+    path = write(tmp_path / "s.gguf", {"token_embd.weight": np.zeros((2, 3, 4), np.float16)})
+    with pytest.raises(GGUFError, match=r"has shape \[4, 3, 2\]; an embedding table is \[dims, vocab\]"):
+        Table.from_gguf(path)
+
+
+def test_dims_must_be_whole_blocks(tmp_path):
+    """GGUFWriter will not write such a tensor: patch ne0 (the uint64 after the name and n_dims)."""
+    path = write(tmp_path / "d.gguf", {"token_embd.weight": q4k()})
+    data = bytearray(path.read_bytes())
+    ne0 = data.index(b"token_embd.weight") + len("token_embd.weight") + 4
+    data[ne0 : ne0 + 8] = (100).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with pytest.raises(GGUFError, match=r"d.gguf.*(100).*(256)"):
+        Table.from_gguf(path)
+
+
+def test_metadata_width_must_agree(tmp_path):
+    path = write(tmp_path / "w.gguf", {"token_embd.weight": q4k()}, metadata={"llama.embedding_length": 512})
+    with pytest.raises(GGUFError, match="dims 256 but the metadata llama.embedding_length is 512"):
+        Table.from_gguf(path)
+
+
+def test_unsupported_type_names_the_supported_ones(tmp_path):
+    path = write(tmp_path / "u.gguf", {"token_embd.weight": (np.zeros((4, 84), np.uint8), "Q2_K")})
+    with pytest.raises(GGUFError, match=r"has type Q2_K, not supported yet; supported: .*Q4_K"):
+        Table.from_gguf(path)
+
+
+def test_gguf_error_is_a_value_error():
+    assert issubclass(GGUFError, ValueError)
+
+
+def test_not_a_gguf_and_missing_file(tmp_path):
+    (tmp_path / "x.gguf").write_bytes(b"not a gguf file at all" * 10)
+    with pytest.raises(GGUFError, match="x.gguf: not a readable GGUF"):
+        Table.from_gguf(tmp_path / "x.gguf")
+    with pytest.raises(FileNotFoundError):
+        Table.from_gguf(tmp_path / "absent.gguf")
+
+
+@pytest.mark.parametrize("name, tensor", [("tiny-llama-Q4_K_M.gguf", "token_embd.weight"),
+                                          ("tiny-llama-f16.gguf", "token_embd.weight"),
+                                          ("tiny-llama-f16.gguf", "output.weight"),
+                                          ("ollama-llama-2-tiny-random.gguf", "token_embd.weight")])
+@pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
+def test_fixtures_match_gguf_py(name, tensor, dtype):
+    path = fixture(name)
+    raw = next(t for t in gguf.GGUFReader(path).tensors if t.name == tensor)
+    emb = Embedding.from_gguf(path, tensor, dtype)
+    ids = np.arange(emb.num_embeddings)
+    assert_bits_equal(emb(ids), reference(np.asarray(raw.data).view(np.uint8).reshape(emb.num_embeddings, -1), emb.qtype, ids), dtype)
+
+
+def test_fixture_edge_rows_against_the_float_source():
+    """Rows 0-7 of the tiny llama are edge cases; Q4_K keeps them close to the float source."""
+    emb = Embedding.from_gguf(fixture("tiny-llama-Q4_K_M.gguf"))
+    source = np.load(fixture("tiny-llama.token_embd.f32.npy"))
+    rows = np.array(emb(np.arange(8)))
+    assert np.array_equal(rows[0], np.zeros(512, np.float32))
+    np.testing.assert_allclose(rows[1:5], source[1:5], atol=0.02)

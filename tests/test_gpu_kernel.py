@@ -1,0 +1,66 @@
+"""The GPU kernel as MLX runs it (CUDA on NVIDIA, Metal on Apple silicon) against gguf-py and
+against the portable path. Skipped where MLX has no GPU backend, e.g. CI's CPU-only machines."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
+from muser_mlx import Embedding, Table, backends, embedding
+
+GPU = backends._GPU_BACKEND
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(GPU is None, reason="MLX here has neither a Metal nor a CUDA backend (CPU-only build)"),
+]
+
+
+def test_auto_selects_the_kernel():
+    assert backends.select("auto") == GPU
+    with mx.stream(mx.cpu):
+        assert backends.select("auto") == "ops"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), tables(), OUTPUT_DTYPES)
+def test_kernel_matches_gguf_py_and_the_portable_path(data, table_and_bytes, dtype):
+    table, raw = table_and_bytes
+    ids = np.array(data.draw(st.lists(st.integers(-(2**31), 2**31 - 1), min_size=1, max_size=40)), np.int32)
+    ids = np.where(np.arange(ids.size) % 2 == 0, np.abs(ids) % table.vocab, ids).astype(np.int32)
+    out = embedding(table, mx.array(ids), dtype, backend=GPU)
+    assert_bits_equal(out, reference(raw, table.qtype, ids), dtype)
+    portable = embedding(table, mx.array(ids), dtype, backend="ops")
+    assert mx.array_equal(mx.view(out, mx.uint16 if dtype != mx.float32 else mx.uint32),
+                          mx.view(portable, mx.uint16 if dtype != mx.float32 else mx.uint32)).item()
+
+
+@pytest.mark.parametrize("n", [1, 64, 512, 4096, 32768])
+def test_batch_widths(n):
+    data = random_table_bytes(np.random.default_rng(n), "Q4_K", 1000, 6656)
+    table = Table.from_bytes(data, "Q4_K", 6656)
+    ids = np.random.default_rng(0).integers(0, 1000, n, dtype=np.int64)
+    assert_bits_equal(embedding(table, mx.array(ids)), reference(data, "Q4_K", ids))
+
+
+def test_int64_ids_past_2_32_clamp_in_the_kernel():
+    data = random_table_bytes(np.random.default_rng(3), "Q4_K", 9, 256)
+    table = Table.from_bytes(data, "Q4_K", 256)
+    ids = np.array([2**32 + 1, -1, 2**40, 3], np.int64)
+    assert_bits_equal(embedding(table, mx.array(ids)), reference(data, "Q4_K", ids))
+
+
+def test_non_contiguous_ids_and_compile():
+    data = random_table_bytes(np.random.default_rng(4), "Q4_K", 50, 512)
+    emb = Embedding(Table.from_bytes(data, "Q4_K", 512))
+    ids = mx.arange(40).reshape(5, 8).T[:, ::2]
+    expected = reference(data, "Q4_K", np.array(ids))
+    assert_bits_equal(emb(ids), expected)
+    assert_bits_equal(mx.compile(lambda i: emb(i) * 1.0)(ids), expected)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama-Q4_K_M.gguf", "tiny-llama-f16.gguf"])
+def test_fixtures_on_the_gpu(name):
+    table = Table.from_gguf(fixture(name))
+    ids = np.arange(table.vocab)
+    assert_bits_equal(embedding(table, ids), reference(np.array(table.data), table.qtype, ids))

@@ -1,0 +1,141 @@
+"""Every kind of id, on the host path (checked: IndexError / TypeError) and the lazy mx.array
+path (clamped to min(unsigned(id), vocab - 1), counted on request), row for row vs gguf-py."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import assert_bits_equal, random_table_bytes, reference, tables
+from muser_mlx import Embedding, Table, embedding
+
+VOCAB = 10
+
+
+@pytest.fixture(params=["Q4_K", "F16"])
+def table(request):
+    dims = 256 if request.param == "Q4_K" else 8
+    data = random_table_bytes(np.random.default_rng(7), request.param, VOCAB, dims)
+    return Table.from_bytes(data, request.param, dims), data
+
+
+def unsigned_out_of_range(ids) -> int:
+    return int((np.asarray(ids).astype(np.int64).astype(np.uint64) >= VOCAB).sum())
+
+
+# (name, ids); each is looked up as given (host) and as mx.array (lazy). On the host the
+# out-of-range ones raise IndexError; as mx.array they read row min(unsigned(id), VOCAB - 1).
+OUT_OF_RANGE = [
+    ("negative", [-1, 3, -2**31]),
+    ("equal to vocab", [VOCAB]),
+    ("int32 max", np.array([2**31 - 1], np.int32)),
+    ("int64 past 2**32", np.array([2**32 + 1, 2**40, -2**40], np.int64)),
+    ("uint64 max", np.array([2**64 - 1], np.uint64)),
+    ("uint8 past vocab", np.array([200, 3], np.uint8)),
+]
+IN_RANGE = [
+    ("uint8", np.array([0, 9, 3], np.uint8)),
+    ("int8", np.array([[1, 2], [3, 4]], np.int8)),
+    ("python int, 0-d", 3),
+    ("numpy scalar, 0-d", np.int64(9)),
+    ("0-d array", np.array(5, np.uint16)),
+    ("empty list", []),
+    ("empty int array", np.zeros((0, 3), np.int64)),
+    ("strided view", np.arange(10)[::2]),
+    ("reversed view", np.arange(10)[::-3]),
+    ("transposed 2-D", np.arange(10).reshape(2, 5).T),
+]
+
+
+@pytest.mark.parametrize("name, ids", OUT_OF_RANGE, ids=[n for n, _ in OUT_OF_RANGE])
+def test_out_of_range_host_ids_raise(table, name, ids):
+    t, _ = table
+    with pytest.raises(IndexError, match=f"vocabulary of {VOCAB}"):
+        embedding(t, ids)
+
+
+@pytest.mark.parametrize("name, ids", OUT_OF_RANGE, ids=[n for n, _ in OUT_OF_RANGE])
+def test_out_of_range_mx_ids_clamp_and_are_counted(table, name, ids):
+    t, data = table
+    x = mx.array(ids)
+    rows, count = embedding(t, x, return_out_of_range=True)
+    assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
+    assert count.dtype == mx.uint32 and count.shape == () and count.item() == unsigned_out_of_range(np.array(x)) > 0
+    with pytest.raises(IndexError):
+        embedding(t, x, check_ids=True)
+    with pytest.raises(IndexError):
+        Embedding(t, on_out_of_range="raise")(x)
+
+
+@pytest.mark.parametrize("name, ids", IN_RANGE, ids=[n for n, _ in IN_RANGE])
+def test_in_range_ids_host_and_mx(table, name, ids):
+    t, data = table
+    ids64 = np.asarray(ids, dtype=np.int64)
+    want = reference(data, t.qtype, ids64) if ids64.size else np.zeros((*ids64.shape, t.dims), np.float32)
+    assert_bits_equal(embedding(t, ids), want)
+    # MLX refuses NumPy arrays with negative strides (the host path copies them)
+    x = mx.array(np.array(ids, dtype=np.asarray(ids).dtype if np.size(ids) else np.int32, order="C"))
+    rows, count = embedding(t, x, return_out_of_range=True)
+    assert_bits_equal(rows, want)
+    assert count.item() == 0
+
+
+@pytest.mark.parametrize("x", [mx.arange(10)[::2], mx.arange(10)[::-1][1::3], mx.arange(10).reshape(2, 5).T,
+                               mx.arange(20).reshape(4, 5)[1:3, ::2], mx.broadcast_to(mx.array([4]), (3, 2))],
+                         ids=["strided", "reversed", "transposed", "2-D slice", "broadcast"])
+def test_non_contiguous_mx_ids(table, x):
+    t, data = table
+    assert_bits_equal(embedding(t, x), reference(data, t.qtype, np.array(x)))
+
+
+def test_python_ints_beyond_64_bits_are_out_of_range(table):
+    t, _ = table
+    for ids in (2**70, [1, 2**64], -2**63 - 1):
+        with pytest.raises(IndexError, match="out of range"):
+            embedding(t, ids)
+
+
+@pytest.mark.parametrize("ids", [[True, False], np.array([1.0]), 1.5, [0.0], np.array([], np.float32), ["1"], [None]],
+                         ids=["bool", "float array", "float", "float list", "empty float", "str", "None"])
+def test_non_integer_host_ids_raise_type_error(table, ids):
+    with pytest.raises(TypeError, match="must be integers"):
+        embedding(table[0], ids)
+
+
+@pytest.mark.parametrize("x", [mx.array([True]), mx.array([1.0]), mx.array([]), mx.array([1], mx.float16)],
+                         ids=["bool", "float32", "empty (float32 by default)", "float16"])
+def test_non_integer_mx_ids_raise_type_error(table, x):
+    with pytest.raises(TypeError, match="must be integers"):
+        embedding(table[0], x)
+
+
+def test_embedding_counts_clamped_ids_lazily(table):
+    t, data = table
+    emb = Embedding(t)
+    x = mx.array([[0, -1], [VOCAB, 4]])
+    rows, count = emb.lookup_with_count(x)
+    assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
+    assert count.item() == 2
+    assert_bits_equal(emb(x), reference(data, t.qtype, np.array(x)))  # "clamp" is the default
+    with pytest.raises(ValueError, match="on_out_of_range"):
+        Embedding(t, on_out_of_range="ignore")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tables(max_vocab=12),
+       st.sampled_from([mx.int8, mx.uint8, mx.int16, mx.uint16, mx.int32, mx.uint32, mx.int64, mx.uint64]),
+       st.lists(st.integers(-2**63, 2**64 - 1), min_size=1, max_size=12), st.booleans())
+def test_any_integer_mx_ids_clamp(table_and_bytes, dtype, values, reverse):
+    t, data = table_and_bytes
+    bits = 8 * dtype.size
+    signed = mx.issubdtype(dtype, mx.signedinteger)
+    wrapped = [((v + 2**(bits - 1)) % 2**bits - 2**(bits - 1)) if signed else v % 2**bits for v in values]
+    x = mx.array(np.array(wrapped, dtype=np.dtype(str(dtype).split(".")[-1])))
+    if reverse:
+        x = x[::-1]
+    rows, count = embedding(t, x, return_out_of_range=True)
+    ids = np.array(x).astype(np.int64).astype(np.uint64)
+    assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
+    assert count.item() == int((ids >= t.vocab).sum())

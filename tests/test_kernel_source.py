@@ -1,0 +1,61 @@
+"""The device kernel source, executed on the CPU thread by thread (no Mac or GPU needed):
+the shared source through prelude_cpu.h, and the complete Metal source as MLX generates it from
+the package's registration. Both must equal gguf-py bit for bit."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import OUTPUT_DTYPES, assert_bits_equal, reference, tables
+from kernel_harness import CXX, cpu_gather, metal_gather
+
+pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
+
+ID_DTYPES = st.sampled_from([np.int32, np.int64, np.uint32, np.int16, np.uint8])
+KERNEL_TABLES = tables(max_vocab=6)
+
+
+@st.composite
+def ids_with_out_of_range(draw, vocab):
+    id_dtype = draw(ID_DTYPES)
+    info = np.iinfo(id_dtype)
+    values = draw(st.lists(st.integers(info.min, info.max), min_size=1, max_size=7))
+    values += draw(st.lists(st.integers(0, min(vocab - 1, info.max)), min_size=1, max_size=7))
+    return np.array(values, dtype=id_dtype)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data(), KERNEL_TABLES, OUTPUT_DTYPES)
+def test_cpu_build_of_the_shared_source(data, table_and_bytes, dtype):
+    table, raw = table_and_bytes
+    ids = data.draw(ids_with_out_of_range(table.vocab))
+    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))  # None: one per id
+    assert_bits_equal(cpu_gather(table, ids, dtype, rows_in_flight), reference(raw, table.qtype, ids), dtype)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data(), KERNEL_TABLES, OUTPUT_DTYPES)
+def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
+    table, raw = table_and_bytes
+    ids = data.draw(ids_with_out_of_range(table.vocab))
+    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))
+    assert_bits_equal(metal_gather(table, ids, dtype, capfd, rows_in_flight), reference(raw, table.qtype, ids), dtype)
+
+
+def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
+    from kernel_harness import gather_metal_source
+    from muser_mlx.backends.kernel import METAL
+
+    source = gather_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
+    assert source.startswith(METAL.gather_kernel.header) and METAL.gather_kernel.source in source
+    assert "const device uint8_t* table" in source and "device float* out" in source
+
+
+def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
+    """The generated source does not depend on the number of ids."""
+    from kernel_harness import gather_metal_source
+
+    table, _ = q4k_table
+    sources = {gather_metal_source(table, mx.zeros((n,), mx.int32), mx.float32, capfd) for n in (8, 64, 512, 32768)}
+    assert len(sources) == 1

@@ -1,0 +1,90 @@
+"""Embedding as an mlx.nn module: drop-in shape and API, frozen table, lazy, compiled, nested."""
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+
+from conftest import assert_bits_equal, reference
+from muser_mlx import Embedding, Table, embedding
+
+
+def test_drop_in_for_nn_embedding(q4k_table):
+    table, raw = q4k_table
+    emb = Embedding(table)
+    dense = nn.Embedding(table.vocab, table.dims)
+    dense.weight = mx.array(reference(raw, "Q4_K", np.arange(table.vocab)))
+    ids = mx.array([[1, 2, 3], [10, 0, 4]])
+    assert emb(ids).shape == dense(ids).shape == (2, 3, table.dims)
+    assert mx.array_equal(emb(ids), dense(ids)).item()
+    assert (emb.num_embeddings, emb.dims, emb.qtype) == (table.vocab, table.dims, "Q4_K")
+    assert repr(emb) == f"Embedding({table.vocab}, {table.dims}, qtype=Q4_K, dtype=mlx.core.float32)"
+
+
+def test_table_is_frozen_and_is_the_only_parameter(q4k_table):
+    emb = Embedding(q4k_table[0])
+    assert emb.trainable_parameters() == {}
+    assert set(emb.parameters()) == {"weight"} and emb.weight.dtype == mx.uint8
+
+
+def test_gradients_flow_to_layers_after_it(q4k_table):
+    table, _ = q4k_table
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = Embedding(table)
+            self.head = nn.Linear(table.dims, 3)
+
+        def __call__(self, ids):
+            return self.head(self.embed(ids))
+
+    model = Model()
+    loss_and_grad = nn.value_and_grad(model, lambda m, ids: m(ids).sum())
+    loss, grads = loss_and_grad(model, mx.array([1, 2]))
+    assert tree_flatten(grads["embed"]) == [] and grads["head"]["weight"].shape == (3, table.dims)
+
+
+def test_lookup_is_lazy_and_compiles(q4k_table):
+    table, raw = q4k_table
+    emb = Embedding(table)
+    ids = mx.array([3, 1, 4])
+    out = emb(ids)  # nothing evaluated yet: the graph holds the lookup
+    assert_bits_equal(out, reference(raw, "Q4_K", [3, 1, 4]))
+    step = mx.compile(lambda i: mx.tanh(emb(i)).sum(axis=-1))
+    expected = np.tanh(reference(raw, "Q4_K", [[1, 5]])).sum(axis=-1)
+    np.testing.assert_allclose(np.array(step(mx.array([[1, 5]]))), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+def test_output_dtypes(q4k_table, dtype):
+    table, raw = q4k_table
+    assert_bits_equal(Embedding(table, dtype)([0, 7]), reference(raw, "Q4_K", [0, 7]), dtype)
+
+
+def test_updated_weight_is_used(q4k_table):
+    table, raw = q4k_table
+    emb = Embedding(table)
+    emb(mx.array([0]))
+    emb.update({"weight": mx.array(raw[::-1].copy())})
+    assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
+
+
+def test_functional_form_and_backend_choice(q4k_table):
+    table, raw = q4k_table
+    assert_bits_equal(embedding(table, [2], backend="ops"), reference(raw, "Q4_K", [2]))
+    with pytest.raises(ValueError, match="unknown backend"):
+        embedding(table, [2], backend="tpu")
+    if not (mx.metal.is_available() or mx.cuda.is_available()):
+        with pytest.raises(ValueError, match="not available"):
+            Embedding(table, backend="metal")
+
+
+def test_from_bytes_rejects_wrong_shapes():
+    with pytest.raises(ValueError, match=r"uint8 \[vocab >= 1, 144\]"):
+        Table.from_bytes(np.zeros((3, 100), np.uint8), "Q4_K", 256)
+    with pytest.raises(ValueError, match="multiple of the Q4_K block"):
+        Table.from_bytes(np.zeros((3, 144), np.uint8), "Q4_K", 100)
+    with pytest.raises(ValueError, match="unsupported format"):
+        Table.from_bytes(np.zeros((3, 144), np.uint8), "Q9_9", 256)

@@ -1,0 +1,147 @@
+"""Q4_K quantizer: byte conformance with llama.cpp and round-trip error properties."""
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from muser_mlx.quantize import quantize
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+Q4_K = gguf.GGMLQuantizationType.Q4_K
+
+
+@pytest.fixture(scope="module")
+def token_embd():
+    """(float32 [1003, 512], llama-quantize's Q4_K bytes [2006 blocks, 144])."""
+    if not FIXTURES.is_dir():
+        pytest.skip(f"fixtures folder {FIXTURES} is absent (it sits beside the checkout)")
+    x = np.load(FIXTURES / "tiny-llama.token_embd.f32.npy")
+    reader = gguf.GGUFReader(FIXTURES / "tiny-llama-Q4_K_M.gguf")
+    ref = next(t for t in reader.tensors if t.name == "token_embd.weight")
+    assert ref.tensor_type == Q4_K
+    return x, np.asarray(ref.data).reshape(-1, 144)
+
+
+def test_matches_llama_quantize_on_every_block(token_embd):
+    x, ref = token_embd
+    got = quantize(x)
+    assert got.shape == (1003, 288) and got.dtype == np.uint8
+    same = (got.reshape(-1, 144) == ref).all(axis=1)
+    assert same.all(), f"{same.mean():.2%} of blocks identical; first differing: {np.flatnonzero(~same)[:10]}"
+
+
+def test_matches_llama_quantize_on_edge_rows(token_embd):
+    # rows 0-7: zeros, +0.5, -0.25, all negative, all positive, ~1e-6, sparse 8.0, ramp
+    x, ref = token_embd
+    got = quantize(x[:8]).reshape(8, 2, 144)
+    for row in range(8):
+        np.testing.assert_array_equal(got[row], ref.reshape(-1, 2, 144)[row], err_msg=f"edge row {row}")
+
+
+def test_accepts_mlx_array(token_embd):
+    mx = pytest.importorskip("mlx.core")
+    x, ref = token_embd
+    np.testing.assert_array_equal(quantize(mx.array(x[:16])).reshape(-1, 144), ref[:32])
+
+
+# ---------------------------------------------------------------- properties
+
+@st.composite
+def weight_matrices(draw):
+    """float32 [1..4, 256*k], k in 1..3: adversarial element mixes or scaled normal data
+    with outliers, magnitudes from ~1e-9 up to 6e4."""
+    shape = (draw(st.integers(1, 4)), 256 * draw(st.integers(1, 3)))
+    if draw(st.booleans()):
+        mag = float(np.float32(draw(st.sampled_from([1e-6, 1e-2, 1.0, 6e4]))))
+        return draw(hnp.arrays(np.float32, shape, elements=st.floats(-mag, mag, width=32)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = 10.0 ** rng.uniform(-9, 4, size=(shape[0], shape[1] // 32, 1))  # per sub-block
+    x = rng.normal(size=(shape[0], shape[1] // 32, 32)) * scale
+    x += rng.choice([0, 8], p=[0.98, 0.02], size=x.shape) * scale  # sparse outliers
+    x += draw(st.sampled_from([0.0, 1.0, -1.0])) * scale  # all-positive / all-negative rows
+    return np.clip(x, -6e4, 6e4).reshape(shape).astype(np.float32)
+
+
+def _decode(blocks):
+    """uint8 [nb, 144] -> per sub-block step S = d*sc and offset M = dmin*m [nb, 8], and d, dmin [nb, 1]."""
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)
+    dmin = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
+    sc, m = gguf.quants.Q4_K.get_scale_min(blocks[:, 4:16].copy())
+    return d * sc.astype(np.float32), dmin * m.astype(np.float32), d, dmin
+
+
+@settings(max_examples=60, deadline=None)
+@given(weight_matrices())
+def test_round_trip_error_is_bounded(x):
+    blocks = quantize(x)
+    y = gguf.quants.dequantize(blocks, Q4_K)
+    assert np.isfinite(y).all()
+    S, M, d, dmin = _decode(blocks.reshape(-1, 144))
+    xs, ys = x.reshape(-1, 8, 32).astype(np.float64), y.reshape(-1, 8, 32).astype(np.float64)
+    err = np.abs(ys - xs)
+    S, M = S[..., None].astype(np.float64), M[..., None].astype(np.float64)
+
+    # (1) Exact: wherever S > 0 every value is re-derived as the nearest of the 16 levels
+    # S*q - M (a wrong nibble order, level or clamp fails this). Slack: (x + M)/S is
+    # rounded twice in float32, so a near-tie may go either way.
+    levels = S[..., None] * np.arange(16) - M[..., None]  # [nb, 8, 1, 16]
+    nearest = np.abs(levels - xs[..., None]).min(axis=-1)
+    tie_slack = 2.0**-20 * (np.abs(xs) + M + 15 * S)
+    assert ((err <= nearest + tie_slack) | (S == 0)).all()
+
+    # (2) Sound bound per sub-block j with range R = max(x) - min(min(x), 0).
+    # make_qkx2_quants keeps the fit (s, m) with the least weighted squared error,
+    # sum_i w_i e_i^2, never above that of its first grid step R/15 whose errors are <= R/30.
+    # With w_i = av_x + |x_i| >= av_x and sum w <= 32 av_x + sqrt(32 sum x^2) = 64 av_x,
+    # each e_i <= R/30 * sqrt(sum w / w_i) <= R/30 * 8 = 4R/15. Rounding s to d*sc with
+    # 6-bit sc = round(63 s / max_scale) and d = f16(max_scale/63) moves s by at most
+    # d/2 + 64*dd (dd: f16 rounding of d, <= 2^-11 d + 2^-25 counting subnormals), which
+    # moves the level 15 by 15x that; the min likewise by dmin/2 + 64*ddmin. Re-deriving q
+    # as the nearest level (or keeping the fitted levels where d*sc == 0) can only lower it.
+    R = np.maximum(xs.max(-1), 0) - np.minimum(xs.min(-1), 0)  # [nb, 8]
+    dd, ddmin = 2.0**-11 * d + 2.0**-25, 2.0**-11 * dmin + 2.0**-25
+    bound = 1.001 * 4 * R / 15 + 15 * (d / 2 + 64 * dd) + dmin / 2 + 64 * ddmin
+    assert (err.max(-1) <= bound).all()
+
+    # (3) Exact: the sub-block with the largest scale (min) gets sc = 63 (m = 63), since
+    # sc = nearest(63/max_scale * scale); d > 0 implies max_scale >= 63 * 2^-25, so 63/max_scale
+    # is finite. This pins d to the data's largest scale, which (2) relies on.
+    sc, m = gguf.quants.Q4_K.get_scale_min(blocks.reshape(-1, 144)[:, 4:16].copy())
+    assert ((sc.max(-1) == 63) | (d[:, 0] == 0)).all()
+    assert ((m.max(-1) == 63) | (dmin[:, 0] == 0)).all()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.sampled_from([1e-30, 1e-6, 1.0, 6e4]))
+def test_no_nan_or_inf_for_finite_input(rows, k, mag):
+    x = (np.random.default_rng(rows * 10 + k).uniform(-1, 1, (rows, 256 * k)) * mag).astype(np.float32)
+    x[0, :32] = np.float32(mag)  # a constant sub-block
+    assert np.isfinite(gguf.quants.dequantize(quantize(x), Q4_K)).all()
+
+
+def test_all_zero_row_round_trips_to_zero():
+    x = np.zeros((2, 512), np.float32)
+    x[1] = np.linspace(-1, 1, 512)
+    blocks = quantize(x)
+    assert not blocks[0].any()  # d = dmin = 0, scales and levels 0
+    y = gguf.quants.dequantize(blocks, Q4_K)
+    assert (y[0] == 0).all()
+
+
+@pytest.mark.parametrize(
+    "x, qtype, message",
+    [
+        (np.zeros(256, np.float32), "Q4_K", "2-D"),
+        (np.zeros((2, 100), np.float32), "Q4_K", "multiple of 256"),
+        (np.where(np.arange(512) == 300, np.nan, 0).astype(np.float32).reshape(2, 256), "Q4_K", "row 1"),
+        (np.full((1, 256), np.inf, np.float32), "Q4_K", "row 0"),
+        (np.zeros((1, 256), np.float32), "Q9_9", "Q4_K"),
+    ],
+)
+def test_rejects_bad_input(x, qtype, message):
+    with pytest.raises(ValueError, match=message):
+        quantize(x, qtype)
