@@ -75,12 +75,6 @@ class TinyLM(nn.Module):
     def __init__(self, embed: nn.Module, n_layers: int = 2, n_heads: int = 8, tied: bool = False):
         super().__init__()
         vocab, dims = _shape(embed)
-        if tied and not hasattr(embed, "as_linear"):
-            raise NotImplementedError(
-                f"tied=True needs {type(embed).__module__}.{type(embed).__name__}.as_linear "
-                "(the head computed from the embedding table), which this version does not have; "
-                "use tied=False (a separate nn.Linear head)"
-            )
         self.tied = tied
         self.embed = embed
         self.layers = [Block(dims, n_heads, 2 * dims) for _ in range(n_layers)]
@@ -178,7 +172,7 @@ def run(path: Path, tied: bool = False, steps: int = 8, say=print) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tied", action="store_true", help="tie the head to the embedding (needs Embedding.as_linear)")
+    parser.add_argument("--tied", action="store_true", help="tie the head to the embedding (Embedding.as_linear)")
     parser.add_argument("--steps", type=int, default=8, help="greedy generation steps (default 8)")
     args = parser.parse_args(argv)
     if FIXTURE.is_file():

@@ -3,7 +3,8 @@
 #include <cstdint>
 #include <cstring>
 
-// bfloat16 output, rounded to nearest even like MLX's float -> bfloat16 conversion.
+// bfloat16: the top 16 bits of a float32. From float rounded to nearest even like MLX's
+// float -> bfloat16 conversion; to float exact (matvec reads bfloat16 x).
 struct muser_bfloat16 {
   uint16_t bits;
   explicit muser_bfloat16(float f) {
@@ -11,5 +12,11 @@ struct muser_bfloat16 {
     std::memcpy(&u, &f, 4);
     bits = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t(0x7fc0u | (u >> 16 & 0x8000u))
                                           : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  explicit operator float() const {
+    uint32_t u = uint32_t(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
   }
 };

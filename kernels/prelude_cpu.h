@@ -1,10 +1,12 @@
 // CPU dialect for the shared kernel source: plain C++17, so tests can execute the exact device
-// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+).
+// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+); a warp is
+// 32 threads run by muser_cpu::run_warps.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "bfloat16_cpu.h"
+#include "cpu_runtime.h"
 
 #define MUSER_FN inline
 #define MUSER_LOCAL
@@ -27,3 +29,5 @@ inline void muser_store(T* dst, const float* v) {
     dst[k] = static_cast<T>(v[k]);
   }
 }
+
+inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }

@@ -26,3 +26,11 @@ MUSER_FN void muser_store(float* dst, const float* v) {
     }
   }
 }
+
+// Sum over the 32 lanes of a warp (all lanes active), every lane gets the result.
+MUSER_FN float muser_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  }
+  return v;
+}

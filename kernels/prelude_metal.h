@@ -14,3 +14,5 @@ inline void muser_store(device T* dst, thread const float* v) {
     dst[k] = static_cast<T>(v[k]);
   }
 }
+
+inline float muser_sum(float v) { return simd_sum(v); }

@@ -11,6 +11,7 @@ from mlx.utils import tree_map_with_path
 
 from . import backends
 from .ids import count_out_of_range, device_ids, host_ids
+from .linear import as_linear, tied_head
 from .table import Table
 
 OUTPUT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -75,7 +76,13 @@ class Embedding(nn.Module):
             :meth:`lookup_with_count`) or ``"raise"`` (evaluate the ids on the host and raise
             ``IndexError``). Host ids (ints, lists, NumPy) always raise.
         backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
+
+    ``tied`` is True when loaded by ``from_gguf`` from a file whose LM head is this table (no
+    ``output.weight``; logged once at INFO on the ``muser_mlx`` logger), False when the file has
+    its own head, None when not loaded from a file.
     """
+
+    tied: bool | None = None
 
     def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, on_out_of_range: str = "clamp", backend: str = "auto"):
         super().__init__()
@@ -97,7 +104,9 @@ class Embedding(nn.Module):
     ):
         """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor
         (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
-        return cls(Table.from_gguf(path, tensor, check), dtype, **kwargs)
+        module = cls(Table.from_gguf(path, tensor, check), dtype, **kwargs)
+        module.tied = tied_head(path, tensor)
+        return module
 
     @classmethod
     def from_embedding(cls, embedding_or_weight, qtype: str = "Q4_K", dtype: mx.Dtype | None = None, **kwargs):
@@ -150,6 +159,12 @@ class Embedding(nn.Module):
         if gather is None:
             gather = self._bound[backend] = backends.bind(table, self.dtype, backend)
         return _lookup(gather, table, x, self.on_out_of_range == "raise", return_out_of_range)
+
+    def as_linear(self, x) -> mx.array:
+        """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->
+        ``[..., num_embeddings]`` in x's dtype (float32, float16 or bfloat16); see
+        :func:`muser_mlx.as_linear`."""
+        return as_linear(self.table, x, backend=self.backend)
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"

@@ -29,17 +29,27 @@ def fixture(name: str) -> Path:
     return path
 
 
-def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
+def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
+    """Replace each float field of ``blocks`` (uint8 [n, block_bytes], in place) by
+    ``fn(bits, exponent)``: ``bits`` the fields as little-endian unsigned words [n], ``exponent``
+    the kind's exponent mask (FLOAT_KINDS)."""
     fmt = FORMATS[qtype]
     word, exponent = FLOAT_KINDS[fmt.float_kind]
     size = word.size
-    top_bit = exponent & ~(exponent >> 1)
     for off in fmt.float_offsets:
         field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
-        field = np.where((field & exponent) == exponent, field ^ top_bit, field).astype(f"<u{size}")
-        blocks[:, off:off + size] = field.view(np.uint8)
+        blocks[:, off:off + size] = fn(field, exponent).astype(f"<u{size}").view(np.uint8)
     return blocks
+
+
+def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
+
+    def finite(field, exponent):
+        top_bit = exponent & ~(exponent >> 1)
+        return np.where((field & exponent) == exponent, field ^ top_bit, field)
+
+    return map_float_fields(blocks, qtype, finite)
 
 
 def random_table_bytes(rng: np.random.Generator, qtype: str, vocab: int, dims: int) -> np.ndarray:

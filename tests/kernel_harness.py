@@ -1,9 +1,12 @@
 """Compile the package's kernel source with the host C++ compiler and run it over every thread.
 
-Two builds of the same ``kernels/`` source:
-- ``cpu_gather``: prelude_cpu.h + formats.h + gather.h, the shared source in its CPU dialect;
-- ``metal_gather``: the complete Metal source that ``mx.fast.metal_kernel`` generates from the
-  package's registration (captured from MLX itself), compiled against a Metal-language shim.
+Two builds of the same ``kernels/`` source, for each kernel (gather, matvec):
+- ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + formats.h + the kernel's template, the shared
+  source in its CPU dialect;
+- ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
+  generates from the package's registration (captured from MLX itself), compiled against a
+  Metal-language shim.
+Warps (matvec's cross-lane sums) run as 32 concurrent threads (kernels/cpu_runtime.h).
 """
 
 from __future__ import annotations
@@ -14,13 +17,20 @@ import re
 import shutil
 import subprocess
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 
-from muser_mlx.backends.kernel import METAL, kernel_source, values_per_thread
+from muser_mlx.backends.kernel import (
+    METAL,
+    WARP,
+    gather_template,
+    kernel_source,
+    matvec_template,
+    rows_per_pass,
+    values_per_thread,
+)
 
 KERNELS = Path(kernel_source.__globals__["files"]("muser_mlx.kernels"))
 SHIM = Path(__file__).parent / "metal_on_cpu"
@@ -52,30 +62,93 @@ def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
     if not lib.exists():
         src = BUILD / f"{key}.cpp"
         src.write_text(source)
-        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-attributes"]
+        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-attributes"]
         cmd = [CXX, *flags, *[f"-I{p}" for p in include], str(src), "-o", str(lib) + ".tmp"]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         Path(str(lib) + ".tmp").rename(lib)
     return ctypes.CDLL(str(lib))
 
 
-def _run(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
-    data = np.ascontiguousarray(np.array(table.data))
+def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
+    """prelude_cpu.h + formats.h + the kernel's template, and the ``run`` driver."""
+    includes = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", template_header))
+    return _compile(includes + run, [KERNELS])
+
+
+# The generated Metal kernel, one thread at a time: its 4 buffers are (table, input, the input's
+# shape, out), then the thread's position and the grid's size.
+_METAL_DRIVE = """
+template <typename A, typename B, typename C, typename D>
+void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const void* in, const int* shape,
+           void* out, uint3 position, uint3 grid) {
+  kernel((A)table, (B)in, (C)shape, (D)out, position, grid);
+}
+"""
+
+
+def _metal_lib(source: str, run: str) -> ctypes.CDLL:
+    """The generated Metal ``source`` against the shim; ``run`` calls ``drive(&KERNEL, ...)``."""
+    instance = re.search(r"decltype\((\w+<[^>]*>)\)", source).group(1)
+    return _compile(source + _METAL_DRIVE + run.replace("KERNEL", instance), [SHIM, KERNELS])
+
+
+def _host(a) -> np.ndarray:
+    """Contiguous host bytes of an mx array (bfloat16 as uint16) or NumPy array."""
+    a = mx.view(a, mx.uint16) if isinstance(a, mx.array) and a.dtype == mx.bfloat16 else a
+    return np.ascontiguousarray(np.array(a))
+
+
+def _ptr(a: np.ndarray) -> ctypes.c_void_p:
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _result(out: np.ndarray, dtype: mx.Dtype) -> mx.array:
+    result = mx.array(out)
+    return mx.view(result, mx.bfloat16) if dtype == mx.bfloat16 else result
+
+
+def generated_metal_source(kernel, inputs: list[mx.array], template, output_shape, dtype: mx.Dtype, capfd) -> str:
+    """The full Metal source MLX builds for this call of ``kernel`` (a DeviceKernel), printed by
+    MLX while tracing an export (MLX records metal_kernel calls without a Metal device only then)."""
+
+    def call(*args):
+        return kernel.kernel(
+            inputs=list(args),
+            template=template,
+            grid=(1, 1, 1),
+            threadgroup=(1, 1, 1),
+            output_shapes=[output_shape],
+            output_dtypes=[dtype],
+            verbose=True,
+        )[0]
+
+    capfd.readouterr()
+    with tempfile.TemporaryDirectory() as d:
+        mx.export_function(str(Path(d) / f"{kernel.name}.mlxfn"), call, *inputs)
+    printed = capfd.readouterr().out
+    return printed.split("```\n", 1)[1].rsplit("```", 1)[0]
+
+
+# ---- gather: ids [n] -> out [n, dims], every thread of the 2-D grid in turn
+
+_GATHER_RUN = """
+extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t width, uint32_t height) {{
+  int shape[1] = {{int(n)}};
+  for (uint32_t y = 0; y < height; ++y)
+    for (uint32_t x = 0; x < width; ++x) {call};
+}}
+"""
+
+
+def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
     ids = np.ascontiguousarray(ids)
     out = np.empty((ids.size, table.dims), C_TYPES[dtype][1])
     groups = table.dims // values_per_thread(table.dims)
     width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
     height = rows_in_flight or max(ids.size, 1)
-    lib.run(
-        data.ctypes.data_as(ctypes.c_void_p),
-        ids.ctypes.data_as(ctypes.c_void_p),
-        ctypes.c_uint32(ids.size),
-        out.ctypes.data_as(ctypes.c_void_p),
-        ctypes.c_uint32(width),
-        ctypes.c_uint32(height),
-    )
-    result = mx.array(out)
-    return mx.view(result, mx.bfloat16) if dtype == mx.bfloat16 else result
+    lib.run(_ptr(_host(table.data)), _ptr(ids), ctypes.c_uint32(ids.size), _ptr(out), ctypes.c_uint32(width),
+            ctypes.c_uint32(height))
+    return _result(out, dtype)
 
 
 def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | None = None) -> mx.array:
@@ -83,59 +156,60 @@ def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | N
     height is ``rows_in_flight`` (default: one row per id)."""
     id_type, out_type = C_TYPES[mx.array(ids).dtype][0], C_TYPES[dtype][0]
     args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {values_per_thread(table.dims)}"
-    driver = f"""
-extern "C" void run(const uint8_t* table, const {id_type}* ids, uint32_t n, {out_type}* out, uint32_t width,
-                    uint32_t height) {{
-  for (uint32_t y = 0; y < height; ++y)
-    for (uint32_t x = 0; x < width; ++x) muser::gather<{args}>(table, ids, n, out, x, y, height);
-}}
-"""
-    source = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", "gather.h")) + driver
-    return _run(_compile(source, [KERNELS]), table, ids, dtype, rows_in_flight)
+    call = f"muser::gather<{args}>((const uint8_t*)table, (const {id_type}*)ids, n, ({out_type}*)out, x, y, height)"
+    return _run_gather(_cpu_lib("gather.h", _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
-def generated_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
-    """The full Metal source MLX builds for this call, printed by MLX while tracing an export
-    (MLX records metal_kernel calls without a Metal device only then)."""
-
-    def call(i):
-        return METAL.kernel(
-            inputs=[table.data, i],
-            template=METAL.template(table, dtype, i.dtype),
-            grid=(1, 1, 1),
-            threadgroup=(1, 1, 1),
-            output_shapes=[(i.shape[0], table.dims)],
-            output_dtypes=[dtype],
-            verbose=True,
-        )[0]
-
-    capfd.readouterr()
-    with tempfile.TemporaryDirectory() as d:
-        mx.export_function(str(Path(d) / "gather.mlxfn"), call, ids)
-    printed = capfd.readouterr().out
-    return printed.split("```\n", 1)[1].rsplit("```", 1)[0]
-
-
-@lru_cache(maxsize=None)
-def _metal_lib(source: str) -> ctypes.CDLL:
-    instance = re.search(r"decltype\((\w+<[^>]*>)\)", source).group(1)
-    driver = f"""
-template <typename A, typename B, typename C, typename D>
-void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const void* ids, uint32_t n,
-           void* out, uint32_t width, uint32_t height) {{
-  int shape[1] = {{int(n)}};
-  for (uint32_t y = 0; y < height; ++y)
-    for (uint32_t x = 0; x < width; ++x)
-      kernel((A)table, (B)ids, (C)shape, (D)out, uint3{{x, y, 0}}, uint3{{width, height, 1}});
-}}
-extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t width, uint32_t height) {{
-  drive(&{instance}, table, ids, n, out, width, height);
-}}
-"""
-    return _compile(source + driver, [SHIM, KERNELS])
+def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
+    template = gather_template(table, dtype, ids.dtype)
+    return generated_metal_source(METAL.gather_kernel, [table.data, ids], template, (ids.shape[0], table.dims), dtype, capfd)
 
 
 def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
     """Execute the generated Metal source on the CPU, thread by thread."""
-    source = generated_metal_source(table, mx.array(ids), dtype, capfd)
-    return _run(_metal_lib(source), table, ids, dtype, rows_in_flight)
+    source = gather_metal_source(table, mx.array(ids), dtype, capfd)
+    call = "drive(&KERNEL, table, ids, shape, out, uint3{x, y, 0}, uint3{width, height, 1})"
+    return _run_gather(_metal_lib(source, _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
+
+
+# ---- matvec: x [n, dims] -> logits [n, vocab] in x's dtype, warps as 32 concurrent threads;
+# run(...) returns 0 if a warp diverged.
+
+_MATVEC_RUN = """
+extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint32_t grid) {{
+  int shape[2] = {{int(n), {dims}}};
+  return muser_cpu::run_warps(grid, [&](uint32_t t) {{ {call}; }}) ? 1 : 0;
+}}
+"""
+
+
+def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None) -> mx.array:
+    out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
+    threads = (warps or table.vocab) * WARP
+    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(x)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads))
+    assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
+    return _result(out, x.dtype)
+
+
+def cpu_matvec(table, x: mx.array, warps: int | None = None) -> mx.array:
+    """The shared matvec source through prelude_cpu.h, ``warps`` warps of 32 threads (default:
+    one per vocab row; fewer grid-stride)."""
+    x_type = C_TYPES[x.dtype][0]
+    args = (
+        f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, "
+        f"{values_per_thread(table.dims)}, {rows_per_pass(x.shape[0])}"
+    )
+    call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
+    return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
+
+
+def matvec_metal_source(table, x: mx.array, capfd) -> str:
+    template = matvec_template(table, x)
+    return generated_metal_source(METAL.matvec_kernel, [table.data, x], template, (x.shape[0], table.vocab), x.dtype, capfd)
+
+
+def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.array:
+    """Execute the generated Metal matvec source on the CPU, warps as 32 concurrent threads."""
+    source = matvec_metal_source(table, x, capfd)
+    call = "drive(&KERNEL, table, x, shape, out, uint3{t, 0, 0}, uint3{grid, 1, 1})"
+    return _run_matvec(_metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from muser_mlx import Embedding
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -66,9 +65,5 @@ def test_tiny_model_on_its_own_gguf(tmp_path, capsys):
 def test_tiny_model_tied_head(tmp_path, capsys):
     tiny = _tiny_model()
     path = tiny.make_gguf(tmp_path, vocab=300)
-    if not hasattr(Embedding, "as_linear"):
-        with pytest.raises(NotImplementedError, match="as_linear"):
-            tiny.run(path, tied=True)
-        return
     tiny.run(path, tied=True, steps=3)
     assert "tied head" in capsys.readouterr().out

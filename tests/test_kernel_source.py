@@ -44,18 +44,18 @@ def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
 
 
 def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
-    from kernel_harness import generated_metal_source
+    from kernel_harness import gather_metal_source
     from muser_mlx.backends.kernel import METAL
 
-    source = generated_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
-    assert source.startswith(METAL.header) and METAL.source in source
+    source = gather_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
+    assert source.startswith(METAL.gather_kernel.header) and METAL.gather_kernel.source in source
     assert "const device uint8_t* table" in source and "device float* out" in source
 
 
 def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
     """The generated source does not depend on the number of ids."""
-    from kernel_harness import generated_metal_source
+    from kernel_harness import gather_metal_source
 
     table, _ = q4k_table
-    sources = {generated_metal_source(table, mx.zeros((n,), mx.int32), mx.float32, capfd) for n in (8, 64, 512, 32768)}
+    sources = {gather_metal_source(table, mx.zeros((n,), mx.int32), mx.float32, capfd) for n in (8, 64, 512, 32768)}
     assert len(sources) == 1

@@ -12,6 +12,7 @@ from . import ops
 from .kernel import CUDA, METAL
 
 BACKENDS = {"metal": METAL, "cuda": CUDA, "ops": ops}
+KERNEL_BACKENDS = ("metal", "cuda")  # those that also have matvec(table, x): the streamed LM head
 _GPU_BACKEND = "metal" if mx.metal.is_available() else "cuda" if mx.cuda.is_available() else None
 
 

@@ -1,8 +1,8 @@
-"""The gather kernel on MLX's GPU backends, built from the shared source in ``kernels/``.
+"""The gather and matvec kernels on MLX's GPU backends, built from the shared source in ``kernels/``.
 
-One kernel object per dialect serves every format, width, vocabulary, output dtype and batch
-width: per-table constants are template arguments, the number of ids is read from the ids
-array at run time.
+One kernel object per (dialect, kernel) serves every format, width, vocabulary, dtype and batch
+width: per-table constants are template arguments, the number of ids (or rows of x) is read from
+the input's shape at run time.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from importlib.resources import files
 import mlx.core as mx
 
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
-MAX_ROWS_IN_FLIGHT = 65535  # the grid's height (CUDA's limit); more ids loop over rows
+MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
+MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
+WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
 
 
 def kernel_source(name: str) -> str:
@@ -20,20 +22,28 @@ def kernel_source(name: str) -> str:
 
 
 def values_per_thread(dims: int) -> int:
-    """Outputs per thread: 8 (two 16-byte float32 stores), or the largest of 4, 2, 1 that
-    divides ``dims``. On an H100 the 2-D grid with 8 values and 256-thread rows measured best
-    among 4/8 values, 128/256 threads and row-per-threadgroup variants."""
+    """Values per decode call (the gather's outputs per thread, the matvec's per lane and step):
+    8 (two 16-byte float32 stores), or the largest of 4, 2, 1 that divides ``dims``. On an H100
+    the gather's 2-D grid with 8 values and 256-thread rows measured best among 4/8 values,
+    128/256 threads and row-per-threadgroup variants."""
     return next(v for v in (8, 4, 2, 1) if dims % v == 0)
 
 
-class DeviceGather:
-    """The gather for one dialect: ``header`` = prelude + block decoders + gather template,
-    ``source`` = the dialect's few-line body that calls the template with its thread index."""
+def rows_per_pass(n: int) -> int:
+    """Rows of x per streaming pass over the table (matvec's ROWS): 1, 2, 4 or 8."""
+    return next(r for r in (1, 2, 4, 8) if n <= r or r == 8)
 
-    def __init__(self, dialect: str, body: str, register):
-        self.dialect = dialect
-        self.header = "\n".join(kernel_source(f) for f in (f"prelude_{dialect}.h", "formats.h", "gather.h"))
-        self.source = kernel_source(body)
+
+class DeviceKernel:
+    """One kernel of one dialect: ``header`` = prelude + block decoders + the kernel's template
+    (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
+    that calls the template with its thread index. Built on first use, then cached."""
+
+    def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register):
+        self.dialect, self.name = dialect, name
+        self.header = "\n".join(kernel_source(f) for f in (f"prelude_{dialect}.h", "formats.h", f"{name}.h"))
+        self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
+        self.inputs, self.outputs = inputs, outputs
         self._register = register
         self._kernel = None
 
@@ -41,29 +51,57 @@ class DeviceGather:
     def kernel(self):
         if self._kernel is None:
             self._kernel = self._register()(
-                name="muser_gather",
-                input_names=["table", "ids"],
-                output_names=["out"],
+                name=f"muser_{self.name}",
+                input_names=self.inputs,
+                output_names=self.outputs,
                 source=self.source,
                 header=self.header,
             )
         return self._kernel
 
-    def template(self, table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
-        """Per-table constants. out's and ids' dtypes are in the generated signature; naming them
-        here keeps each signature's compiled kernel apart (CUDA names kernels by template)."""
-        return [
-            ("FORMAT", table.format.ggml_type),
-            ("DIMS", table.dims),
-            ("VOCAB", table.vocab),
-            ("VALUES", values_per_thread(table.dims)),
-            ("T", dtype),
-            ("I", id_dtype),
-        ]
+
+def gather_template(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
+    """The gather's per-table constants. out's and ids' dtypes are in the generated signature;
+    naming them here keeps each signature's compiled kernel apart (CUDA names kernels by template)."""
+    return [
+        ("FORMAT", table.format.ggml_type),
+        ("DIMS", table.dims),
+        ("VOCAB", table.vocab),
+        ("VALUES", values_per_thread(table.dims)),
+        ("T", dtype),
+        ("I", id_dtype),
+    ]
+
+
+def matvec_template(table, x: mx.array) -> list[tuple]:
+    """The matvec's per-table constants and ROWS for x's row count; x's dtype (also out's) is in
+    the generated signature, named here for the same reason as the gather's."""
+    return [
+        ("FORMAT", table.format.ggml_type),
+        ("DIMS", table.dims),
+        ("VOCAB", table.vocab),
+        ("VALUES", values_per_thread(table.dims)),
+        ("ROWS", rows_per_pass(x.shape[0])),
+        ("X", x.dtype),
+    ]
+
+
+def matvec_threads(vocab: int) -> int:
+    """One warp per vocab row, grid-striding beyond MAX_THREADS."""
+    return min(vocab, MAX_THREADS // WARP) * WARP
+
+
+class DeviceBackend:
+    """A GPU dialect's kernels: the gather (rows of the table, ``bind``) and the matvec (logits)."""
+
+    def __init__(self, dialect: str, register):
+        self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
+        self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
 
     def bind(self, table, dtype: mx.Dtype):
-        """``ids [n] -> [n, dims]`` for this table and output dtype, templates built once."""
-        kernel, dims, data = self.kernel, table.dims, table.data
+        """``ids [n] -> [n, dims]`` for this table and output dtype, templates built once.
+        Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
+        kernel, dims, data = self.gather_kernel.kernel, table.dims, table.data
         groups = dims // values_per_thread(dims)
         templates = {}
 
@@ -73,7 +111,7 @@ class DeviceGather:
                 return mx.zeros((0, dims), dtype)
             template = templates.get(ids.dtype)
             if template is None:
-                template = templates[ids.dtype] = self.template(table, dtype, ids.dtype)
+                template = templates[ids.dtype] = gather_template(table, dtype, ids.dtype)
             return kernel(
                 inputs=[data, ids],
                 template=template,
@@ -85,5 +123,19 @@ class DeviceGather:
 
         return gather
 
-METAL = DeviceGather("metal", "gather.metal", lambda: mx.fast.metal_kernel)
-CUDA = DeviceGather("cuda", "gather.cu", lambda: mx.fast.cuda_kernel)
+    def matvec(self, table, x: mx.array) -> mx.array:
+        """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
+        the table once per ``rows_per_pass(n)`` rows of x."""
+        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
+        return self.matvec_kernel.kernel(
+            inputs=[table.data, x],
+            template=matvec_template(table, x),
+            grid=(matvec_threads(table.vocab), 1, 1),
+            threadgroup=(THREADGROUP, 1, 1),
+            output_shapes=[(x.shape[0], table.vocab)],
+            output_dtypes=[x.dtype],
+        )[0]
+
+
+METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel)

@@ -1,0 +1,83 @@
+// Warps on the host (tests only): 32 lanes executed as 32 concurrent threads, so the cross-lane
+// sum of the shared kernel source runs as written. Included by prelude_cpu.h and by the
+// Metal-language shim (muser_bfloat16 lives in bfloat16_cpu.h).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace muser_cpu {
+
+enum { warp_lanes = 32 };
+
+// One warp: a slot per lane and a barrier. A lane that waits 10 s marks the warp diverged (its
+// lanes disagree on how many sums they take) and releases everyone, so a bug fails, not hangs.
+struct Warp {
+  std::mutex mutex;
+  std::condition_variable cv;
+  float slots[warp_lanes];
+  uint32_t arrived = 0, generation = 0;
+  bool diverged = false;
+
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mutex);
+    uint32_t gen = generation;
+    if (++arrived == warp_lanes) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+    } else if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return generation != gen || diverged; })) {
+      diverged = true;
+      cv.notify_all();
+    }
+  }
+};
+
+struct Lane {
+  Warp* warp;
+  uint32_t index;
+};
+inline thread_local Lane lane = {nullptr, 0};
+
+// Every lane gets the same sum, taken in lane order.
+inline float warp_sum(float v) {
+  Warp& w = *lane.warp;
+  w.slots[lane.index] = v;
+  w.barrier();
+  float sum = 0.0f;
+  for (int k = 0; k < warp_lanes; ++k) {
+    sum += w.slots[k];
+  }
+  w.barrier();
+  return sum;
+}
+
+// kernel(t) for t < thread_count (a multiple of 32), each warp of 32 consecutive t concurrently.
+// Returns false if a warp diverged.
+template <typename Kernel>
+bool run_warps(uint32_t thread_count, Kernel kernel) {
+  std::vector<std::unique_ptr<Warp>> warps;
+  for (uint32_t w = 0; w < thread_count / warp_lanes; ++w) {
+    warps.emplace_back(new Warp());
+  }
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < thread_count; ++t) {
+    threads.emplace_back([&, t] {
+      lane = {warps[t / warp_lanes].get(), t % warp_lanes};
+      kernel(t);
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  for (auto& w : warps) {
+    if (w->diverged) return false;
+  }
+  return true;
+}
+
+}  // namespace muser_cpu

@@ -1,0 +1,93 @@
+"""The tied LM head: logits ``x @ W.T`` straight from the quantized table ``W``.
+
+Two paths, one result (float32 accumulation either way, up to summation order):
+- streamed (GPU kernels, few rows of x: decode): ``kernels/matvec.h`` reads the quantized table
+  once per pass and dequantizes on the fly; no float copy of any part of the table exists.
+- tiled (long x on the GPU: prefill; every x on the ``ops`` backend): ``TILE_ROWS`` vocab rows at
+  a time are dequantized with the backend's gather into x's dtype and multiplied with MLX's
+  matmul, and the logits concatenated; at most one tile of floats is alive at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import mlx.core as mx
+
+from . import backends
+from .gguf import open_gguf
+
+log = logging.getLogger("muser_mlx")
+
+# Rows of x up to which a GPU backend streams the table (matvec) rather than tiling it. Set from
+# the GPU measurements of benchmarks/as_linear.py.
+MATVEC_MAX_ROWS = 8
+# Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
+# * 2 B = 52 MiB for float16 at Glimmer's width). benchmarks/as_linear.py measures it.
+TILE_ROWS = 4096
+
+X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+
+
+def as_linear(table, x, *, backend: str = "auto") -> mx.array:
+    """Logits ``x @ W.T`` of the quantized ``table`` ``W``: ``x [..., dims]`` -> ``[..., vocab]``.
+
+    Lazy, and traceable by ``mx.compile``. The output dtype is x's dtype (as for
+    ``mlx.nn.QuantizedEmbedding.as_linear``); the dot products accumulate in float32 from the
+    exact dequantized values on the streamed path, and in MLX's matmul of x's dtype on the tiled
+    path (so float16/bfloat16 x sees the weights rounded to its dtype there).
+
+    Args:
+        table (Table): the quantized table, ``vocab`` rows of width ``dims``.
+        x: ``mx.array`` (or array-like) of float32, float16 or bfloat16, last axis ``dims``.
+        backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"`` (see ``embedding``).
+    """
+    backend = backends.select(backend)
+    x = mx.array(x) if not isinstance(x, mx.array) else x
+    if x.dtype not in X_DTYPES:
+        raise TypeError(f"as_linear takes float32, float16 or bfloat16 x, got {x.dtype}")
+    if x.ndim == 0 or x.shape[-1] != table.dims:
+        raise ValueError(f"x must have shape [..., {table.dims}] for {table!r}, got {list(x.shape)}")
+    flat = x.reshape(-1, table.dims)
+    n = flat.shape[0]
+    if n == 0:
+        logits = mx.zeros((0, table.vocab), x.dtype)
+    elif n <= MATVEC_MAX_ROWS and backend in backends.KERNEL_BACKENDS:
+        logits = streamed(table, flat, backend)
+    else:
+        logits = tiled(table, flat, backend)
+    return logits.reshape(*x.shape[:-1], table.vocab)
+
+
+def streamed(table, x: mx.array, backend: str) -> mx.array:
+    """``x [n, dims]`` -> ``[n, vocab]`` by the matvec kernel of GPU ``backend``."""
+    return backends.BACKENDS[backend].matvec(table, x)
+
+
+def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:
+    """``x [n, dims]`` -> ``[n, vocab]``: dequantize ``tile_rows`` (default ``TILE_ROWS``) vocab
+    rows at a time (the backend's gather of ``arange(start, stop)``), ``x @ tile.T``, concatenate.
+    Each tile's ids depend on the previous tile's logits, so MLX evaluates the tiles one after
+    the other and frees each before the next (left alone it interleaves them)."""
+    tile_rows = tile_rows or TILE_ROWS
+    gather = backends.bind(table, x.dtype, backend)
+    parts: list[mx.array] = []
+    for start in range(0, table.vocab, tile_rows):
+        ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
+        if parts:
+            ids = mx.depends(ids, parts[-1])
+        tile = gather(ids)  # [rows, dims] in x's dtype
+        parts.append(x @ tile.T)
+    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
+
+
+def tied_head(path: str | Path, tensor: str) -> bool:
+    """Whether ``tensor`` of the GGUF at ``path`` is also the model's LM head: it is the token
+    embedding and the file has no ``output.weight`` (llama.cpp then uses the embedding)."""
+    if tensor != "token_embd.weight":
+        return False
+    tied = all(t.name != "output.weight" for t in open_gguf(path).tensors)
+    if tied:
+        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", path, tensor)
+    return tied

@@ -1,0 +1,211 @@
+"""as_linear: logits from the quantized table against gguf-py's dequantization in float64.
+
+Error measure: for every logit, |out - ref| <= tol * (|x| @ |W|.T) (+ the dtype's smallest normal).
+The right side is the size of the terms the dot product sums: any float32 summation's error is
+bounded by it, while |ref| itself can cancel to ~0 (there a relative error means nothing). The
+named-case test on the real tiny-llama table also checks the per-row max|err| / max|ref|.
+float32 x: tol 1e-5. float16 / bfloat16 x: tol 2 eps of the dtype (weights rounded to it on the
+tiled path, the output rounded once).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gguf
+import mlx.core as mx
+import numpy as np
+import pytest
+from conftest import fixture, map_float_fields, random_table_bytes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kernel_harness import cpu_matvec, metal_matvec
+
+import muser_mlx
+from muser_mlx import FORMATS, Embedding, Table, as_linear
+from muser_mlx import linear
+from muser_mlx.backends import _GPU_BACKEND
+
+X_DTYPES = {mx.float32: 1e-5, mx.float16: 2 * 2.0**-10, mx.bfloat16: 2 * 2.0**-7}
+SMALLEST_NORMAL = {mx.float32: 2.0**-126, mx.float16: 2.0**-14, mx.bfloat16: 2.0**-126}
+SETTINGS = settings(deadline=None, max_examples=15)
+
+
+def dequantized(data: np.ndarray, qtype: str) -> np.ndarray:
+    """The whole table through gguf-py, float64 [vocab, dims]."""
+    return gguf.quants.dequantize(data, gguf.GGMLQuantizationType[qtype]).astype(np.float64)
+
+
+def moderate(data: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit and exponent bit 2 of every float field (the scales, or the
+    values of F32/F16/BF16): exponent <= bias - 4, so |field| < 2^-3 and logits of unit-size x
+    stay far inside float16's range (random f16 scales reach 65,504)."""
+
+    def small(field, exponent):
+        top_bit, bit_2 = exponent & ~(exponent >> 1), (exponent & -exponent) << 2
+        return field & field.dtype.type(~(top_bit | bit_2) & np.iinfo(field.dtype).max)
+
+    map_float_fields(data.reshape(-1, FORMATS[qtype].block_bytes), qtype, small)
+    return data
+
+
+def assert_close(out: mx.array, x: mx.array, W: np.ndarray) -> None:
+    assert out.dtype == x.dtype and out.shape == (*x.shape[:-1], W.shape[0])
+    x64 = np.array(x.astype(mx.float32)).astype(np.float64)
+    ref, terms = x64 @ W.T, np.abs(x64) @ np.abs(W).T
+    err = np.abs(np.array(out.astype(mx.float32)).astype(np.float64) - ref)
+    bound = X_DTYPES[x.dtype] * terms + SMALLEST_NORMAL[x.dtype]
+    assert np.all(np.isfinite(ref)) and np.all(err <= bound), f"worst err/bound {np.max(err / bound):.3g}"
+
+
+@st.composite
+def problems(draw, max_vocab=40, max_rows=12, ndims=(1, 2, 3)):
+    """(table, raw bytes, x): moderate random table of any format, x of 1 to 3 dims."""
+    qtype = draw(st.sampled_from(sorted(FORMATS)))
+    block = FORMATS[qtype].block_values
+    dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
+    vocab = draw(st.integers(1, max_vocab))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
+    lead = draw(st.sampled_from([s for s in [(), (3,), (2, 2), (max_rows,), (1, max_rows)] if len(s) + 1 in ndims]))
+    dtype = draw(st.sampled_from(list(X_DTYPES)))
+    x = mx.array(rng.standard_normal((*lead, dims)).astype(np.float32)).astype(dtype)
+    return Table.from_bytes(data, qtype, dims), data, x
+
+
+@SETTINGS
+@given(problems())
+def test_as_linear_matches_float64_reference(problem):
+    table, data, x = problem
+    assert_close(as_linear(table, x, backend="ops"), x, dequantized(data, table.qtype))
+
+
+@SETTINGS
+@given(problems(), st.sampled_from([1, 3, 64]))
+def test_tiles_of_any_size_give_the_same_logits(problem, tile_rows):
+    table, data, x = problem
+    flat = x.reshape(-1, table.dims)
+    assert_close(linear.tiled(table, flat, "ops", tile_rows), flat, dequantized(data, table.qtype))
+
+
+@settings(deadline=None, max_examples=10)
+@given(problems(max_vocab=12, max_rows=11, ndims=(2,)), st.integers(1, 14))
+def test_cpu_matvec_kernel(problem, warps):
+    """The shared kernel source, CPU dialect; warps < vocab grid-stride, warps > vocab idle."""
+    table, data, x = problem
+    assert_close(cpu_matvec(table, x, warps), x, dequantized(data, table.qtype))
+
+
+@settings(deadline=None, max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(problems(max_vocab=12, max_rows=11, ndims=(2,)), st.integers(1, 14))
+def test_generated_metal_matvec_kernel(capfd, problem, warps):
+    """The Metal source MLX generates from the package's registration, run on the CPU (capfd:
+    each example's source is read back from MLX's printout)."""
+    table, data, x = problem
+    assert_close(metal_matvec(table, x, capfd, warps), x, dequantized(data, table.qtype))
+
+
+@pytest.mark.parametrize("rows", [1, 5, 8, 9, 40])
+def test_real_table_relative_error(rows):
+    """tiny-llama's Q4_K token_embd (1,003 x 512, edge-case rows 0-7): per row of logits,
+    max|err| / max|ref| < 1e-5 for float32 x, on the ops path and the CPU-run kernel."""
+    table = Table.from_gguf(fixture("tiny-llama-Q4_K_M.gguf"))
+    W = dequantized(np.array(table.data), table.qtype)
+    x = mx.array(np.random.default_rng(rows).standard_normal((rows, table.dims)).astype(np.float32))
+    ref = np.array(x).astype(np.float64) @ W.T
+    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4)):
+        err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
+        assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
+
+
+def test_module_and_function_agree_under_compile():
+    rng = np.random.default_rng(7)
+    table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 300, 512), "Q4_K", 512)
+    emb = Embedding(table)
+    for shape in [(512,), (3, 512), (2, 20, 512)]:
+        x = mx.array(rng.standard_normal(shape).astype(np.float32))
+        eager = emb.as_linear(x)
+        compiled = mx.compile(emb.as_linear)(x)
+        assert eager.shape == (*shape[:-1], 300)
+        assert np.array_equal(np.array(eager), np.array(compiled))
+        assert np.array_equal(np.array(eager), np.array(muser_mlx.as_linear(table, x)))
+
+
+def test_lazy_and_never_a_full_float_table(monkeypatch):
+    """Nothing sizeable is computed before eval; evaluating, eagerly or compiled, holds about a
+    tile of floats (1,024 rows here: 4 MiB), far below the float32 table (vocab 16,384 x 1,024:
+    64 MiB; its Q4_K bytes are 9 MiB)."""
+    monkeypatch.setattr(linear, "TILE_ROWS", 1024)
+    rng = np.random.default_rng(3)
+    table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 16384, 1024), "Q4_K", 1024)
+    x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))
+    mx.eval(table.data, x)
+    for head in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
+        mx.reset_peak_memory()
+        before = mx.get_active_memory()
+        out = head(x)
+        assert mx.get_peak_memory() - before < 1024  # a few scalars at most, no tile
+        mx.eval(out)
+        assert mx.get_peak_memory() - before < 16384 * 1024 * 4 // 4
+
+
+def test_empty_and_bad_x():
+    table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), "F16", 5, 8), "F16", 8)
+    assert as_linear(table, mx.zeros((0, 8))).shape == (0, 5)
+    assert as_linear(table, mx.zeros((2, 0, 8), mx.float16)).dtype == mx.float16
+    with pytest.raises(ValueError, match=r"\[\.\.\., 8\]"):
+        as_linear(table, mx.zeros((2, 7)))
+    with pytest.raises(TypeError, match="int32"):
+        as_linear(table, mx.zeros((2, 8), mx.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 100])
+@pytest.mark.parametrize("dtype", list(X_DTYPES))
+def test_gpu_streamed_and_tiled(rows, dtype):
+    rng = np.random.default_rng(rows)
+    data = moderate(random_table_bytes(rng, "Q4_K", 5000, 768), "Q4_K")
+    table = Table.from_bytes(data, "Q4_K", 768)
+    x = mx.array(rng.standard_normal((rows, 768)).astype(np.float32)).astype(dtype)
+    with mx.stream(mx.gpu):
+        W = dequantized(data, "Q4_K")
+        assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
+        assert_close(linear.tiled(table, x, _GPU_BACKEND), x, W)
+        assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
+
+
+def write_gguf(path, with_head: bool):
+    data = random_table_bytes(np.random.default_rng(1), "Q4_K", 10, 256)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_embedding_length(256)
+    writer.add_tensor("token_embd.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    if with_head:
+        writer.add_tensor("output.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return data
+
+
+def test_tied_head_is_reported_once_at_info(tmp_path, caplog):
+    path = tmp_path / "tied.gguf"
+    data = write_gguf(path, with_head=False)
+    with caplog.at_level(logging.INFO, logger="muser_mlx"):
+        emb = Embedding.from_gguf(path)
+    assert emb.tied is True
+    assert [r.levelno for r in caplog.records] == [logging.INFO] and "tied" in caplog.text
+    x = mx.array(np.random.default_rng(2).standard_normal((2, 256)).astype(np.float32))
+    assert_close(emb.as_linear(x), x, dequantized(data, "Q4_K"))
+
+
+def test_untied_head_reported_quietly(tmp_path, caplog):
+    path = tmp_path / "untied.gguf"
+    write_gguf(path, with_head=True)
+    with caplog.at_level(logging.INFO, logger="muser_mlx"):
+        assert Embedding.from_gguf(path).tied is False
+        assert Embedding.from_gguf(fixture("tiny-llama-Q4_K_M.gguf")).tied is False
+        assert Embedding.from_gguf(path, tensor="output.weight").tied is False
+    assert caplog.records == []
+    assert Embedding(Table.from_gguf(path)).tied is None
