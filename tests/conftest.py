@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import gguf
-import mlx.core as mx
-import numpy as np
-import pytest
-from hypothesis import strategies as st
+# The float references here demand full float32 products; MLX's CUDA (and M5 Metal) float32
+# matmuls default to TF32 (relative error ~1e-3) unless this is 0. Set before MLX loads.
+os.environ.setdefault("MLX_ENABLE_TF32", "0")
+
+import gguf  # noqa: E402
+import mlx.core as mx  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from muser_mlx import FORMATS, Table
 from muser_mlx.formats import FLOAT_KINDS
