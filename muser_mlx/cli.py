@@ -11,7 +11,7 @@ import numpy as np
 
 from .embedding import Embedding
 from .errors import GGUFError
-from .gguf import read_tensor
+from .gguf import gatherable_tensors, read_tensor
 from .table import Table
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
@@ -32,6 +32,9 @@ def inspect(args) -> None:
     print(f"  held as        {_mib(t.data.nbytes)} ({8 * t.data.nbytes / values:.2f} bits per value)")
     print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.data.nbytes:.1f}x)")
     print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.data.nbytes:.1f}x)")
+    print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
+    for g in gatherable_tensors(args.file):
+        print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
 
 
 def embed(args) -> None:
