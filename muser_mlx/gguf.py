@@ -204,7 +204,7 @@ def gatherable_tensors(source: GGUFReader | str | Path) -> list[Gatherable]:
         if fmt is None or len(t.shape) != 2 or int(t.shape[0]) % fmt.block_values:
             continue
         dims, vocab = (int(n) for n in t.shape)
-        found.append(Gatherable(t.name, fmt.name, dims, vocab, int(t.n_bytes)))
+        found.append(Gatherable(t.name, fmt.name, dims, vocab, tensor_nbytes(t)))
     return found
 
 
