@@ -1,139 +1,185 @@
 // Block decoders, one per GGUF format, keyed by ggml's type number.
 //
-// Format<T>::decode<N>(row, i, v) writes row values i .. i+N-1 as float32 into v[0..N-1].
-// N is 1, 2, 4 or 8 and i % N == 0, so the N values never straddle a block, a sub-block of
-// 16 values, or a run of same-nibble values (every quantized layout runs in multiples of 8).
-// Arithmetic follows ggml (and gguf-py): each product is exact in float32, so the result is
-// bit-identical to ggml's float32 dequantization whatever the order or FMA contraction.
-// Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float.
+// Every format is affine over runs of 16 values: Format<T>::levels<N>(row, i, lv) writes the
+// levels of row values i .. i+N-1 into lv[0..N-1] and returns their Affine {scale, offset}, so
+// that value k = scale * lv[k] - offset (levels are small integers as exact floats; the float
+// formats return their values with scale 1, offset 0). decode<F, N> applies it: the gather's
+// float32 values. The LM head instead sums x * lv and applies scale and offset once per run.
+// N is 1, 2, 4, 8 or 16 and i % N == 0, so the N values never straddle a block, a sub-block
+// of 16 values, or a run of same-nibble values (every quantized layout runs in multiples of 16).
+// Arithmetic follows ggml (and gguf-py): scale and offset are ggml's per-run factors, each
+// product is exact in float32 (Q6_K's rounds once, as in ggml), so decode is bit-identical to
+// ggml's float32 dequantization whatever the order or FMA contraction.
+// Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
+// muser_load_words, muser_load_u16.
 #pragma once
 
 namespace muser {
 
-// ---- fields: little-endian reads from a byte pointer (any address space)
+// ---- fields: little-endian loads from a byte pointer (any address space). The loads are as wide
+// as the field's alignment allows: the table starts 16-byte aligned and every field below states
+// the alignment its block layout gives it.
 
-template <typename P>
-MUSER_FN uint32_t u16_at(P p) {
-  return uint32_t(p[0]) | (uint32_t(p[1]) << 8);
+// Bytes p[0 .. N-1] (N = 1, 2, 4, 8, 16 or 32) as max(N / 4, 1) little-endian words; p is aligned
+// to ALIGN bytes (a power of 2). The widest loads are 16 bytes.
+template <int N, int ALIGN, typename P>
+MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
+  if (ALIGN >= 16 && N >= 16) {
+    for (int k = 0; k < N / 4; k += 4) muser_load_words<4>(p + 4 * k, w + k);
+  } else if (ALIGN >= 8 && N >= 8) {
+    for (int k = 0; k < N / 4; k += 2) muser_load_words<2>(p + 4 * k, w + k);
+  } else if (ALIGN >= 4 && N >= 4) {
+    for (int k = 0; k < N / 4; ++k) muser_load_words<1>(p + 4 * k, w + k);
+  } else if (ALIGN >= 2 && N >= 2) {
+    for (int k = 0; k < (N + 3) / 4; ++k) w[k] = 0;
+    for (int k = 0; k < N / 2; ++k) w[k / 2] |= muser_load_u16(p + 2 * k) << (16 * (k % 2));
+  } else {
+    for (int k = 0; k < (N + 3) / 4; ++k) w[k] = 0;
+    for (int k = 0; k < N; ++k) w[k / 4] |= uint32_t(p[k]) << (8 * (k % 4));
+  }
 }
 
-template <typename P>
-MUSER_FN uint32_t u32_at(P p) {
-  return u16_at(p) | (u16_at(p + 2) << 16);
+// Byte k of bytes_at's words.
+MUSER_FN uint32_t byte_of(MUSER_LOCAL const uint32_t* w, int k) {
+  return (w[k / 4] >> (8 * (k % 4))) & 255u;
 }
 
+// A 2-byte-aligned float16 / bfloat16 (the top half of a float32: exact) as float32.
 template <typename P>
 MUSER_FN float f16_at(P p) {
-  return muser_f16_bits_to_float(uint16_t(u16_at(p)));
+  return muser_f16_bits_to_float(uint16_t(muser_load_u16(p)));
 }
 
-// bfloat16 is the top half of a float32: exact.
-template <typename P>
-MUSER_FN float bf16_at(P p) {
-  return muser_f32_bits_to_float(u16_at(p) << 16);
+MUSER_FN float bf16_bits_to_float(uint32_t bits) {
+  return muser_f32_bits_to_float(bits << 16);
 }
 
-template <typename P>
-MUSER_FN float f32_at(P p) {
-  return muser_f32_bits_to_float(u32_at(p));
+// float(q) - zero for 0 <= q < 2^23, exact: q in the mantissa of 2^23, no int-to-float conversion.
+MUSER_FN float level(uint32_t q, float zero) {
+  return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
 }
 
-// A byte (0..255) read as two's-complement int8 (-128..127).
-MUSER_FN int32_t as_int8(uint32_t byte) {
-  return int32_t(byte) - int32_t((byte & 0x80u) << 1);
-}
+struct Affine {
+  float scale, offset;  // value = scale * level - offset
+};
 
 template <int GGML_TYPE>
 struct Format;
 
-// F32: one little-endian float32 per value.
+template <typename F, int N, typename P>
+MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  float lv[N];
+  const Affine a = F::template levels<N>(row, i, lv);
+  for (int k = 0; k < N; ++k) {
+    v[k] = a.scale * lv[k] - a.offset;
+  }
+}
+
+// F32: one little-endian float32 per value; values i .. i+N-1 are 4N-byte aligned.
 template <>
 struct Format<0> {
   enum { block_values = 1, block_bytes = 4 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+    uint32_t w[N];
+    bytes_at<4 * N, 4 * N>(row + 4 * i, w);
     for (int k = 0; k < N; ++k) {
-      v[k] = f32_at(row + 4 * (i + k));
+      lv[k] = muser_f32_bits_to_float(w[k]);
     }
+    return Affine{1.0f, 0.0f};
   }
 };
 
-// F16: one little-endian half per value.
+// F16 and BF16: one little-endian 16-bit float per value; values i .. i+N-1 are 2N-byte aligned.
+template <int N, typename P>
+MUSER_FN void halves_at(P row, uint32_t i, MUSER_LOCAL uint32_t* bits) {
+  uint32_t w[(N + 1) / 2];
+  bytes_at<2 * N, 2 * N>(row + 2 * i, w);
+  for (int k = 0; k < N; ++k) {
+    bits[k] = (w[k / 2] >> (16 * (k % 2))) & 0xFFFFu;
+  }
+}
+
 template <>
 struct Format<1> {
   enum { block_values = 1, block_bytes = 2 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+    uint32_t bits[N];
+    halves_at<N>(row, i, bits);
     for (int k = 0; k < N; ++k) {
-      v[k] = f16_at(row + 2 * (i + k));
+      lv[k] = muser_f16_bits_to_float(uint16_t(bits[k]));
     }
+    return Affine{1.0f, 0.0f};
   }
 };
 
-// BF16: one little-endian bfloat16 per value.
 template <>
 struct Format<30> {
   enum { block_values = 1, block_bytes = 2 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+    uint32_t bits[N];
+    halves_at<N>(row, i, bits);
     for (int k = 0; k < N; ++k) {
-      v[k] = bf16_at(row + 2 * (i + k));
+      lv[k] = bf16_bits_to_float(bits[k]);
     }
+    return Affine{1.0f, 0.0f};
   }
 };
 
-// Q4_0: 32 values in 18 bytes.
+// Q4_0: 32 values in 18 bytes (blocks 2-byte aligned).
 //   0-1 d (f16)   2-17 qs: value j (j < 16) is the low nibble of qs[j], value 16 + j the high one
 //   value = d * (q - 8)
 template <>
 struct Format<2> {
   enum { block_values = 32, block_bytes = 18 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     P block = row + (i / 32) * 18;
     uint32_t j = i % 32, shift = (j / 16) * 4;
-    float d = f16_at(block);
-    P qs = block + 2 + j % 16;
+    uint32_t qs[(N + 3) / 4];
+    bytes_at<N, 2>(block + 2 + j % 16, qs);
     for (int k = 0; k < N; ++k) {
-      v[k] = d * float(int32_t((qs[k] >> shift) & 15u) - 8);
+      lv[k] = level((byte_of(qs, k) >> shift) & 15u, 8.0f);
     }
+    return Affine{f16_at(block), 0.0f};
   }
 };
 
-// Q8_0: 32 values in 34 bytes.
-//   0-1 d (f16)   2-33 qs (int8)   value = q * d
+// Q8_0: 32 values in 34 bytes (blocks 2-byte aligned).
+//   0-1 d (f16)   2-33 qs (int8; byte ^ 0x80 = q + 128)   value = q * d
 template <>
 struct Format<8> {
   enum { block_values = 32, block_bytes = 34 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     P block = row + (i / 32) * 34;
-    float d = f16_at(block);
-    P qs = block + 2 + i % 32;
+    uint32_t qs[(N + 3) / 4];
+    bytes_at<N, 2>(block + 2 + i % 32, qs);
     for (int k = 0; k < N; ++k) {
-      v[k] = float(as_int8(qs[k])) * d;
+      lv[k] = level(byte_of(qs, k) ^ 0x80u, 128.0f);
     }
+    return Affine{f16_at(block), 0.0f};
   }
 };
 
-// Q4_K and Q5_K share their head: 0-1 d (f16), 2-3 dmin (f16), 4-15 eight 6-bit scales and
-// eight 6-bit mins, one pair per sub-block s of 32 values; value = (d * scale[s]) * q - dmin * min[s].
+// Q4_K and Q5_K share their 16-byte head (blocks 16-byte aligned, one 16-byte load):
+//   0-1 d (f16), 2-3 dmin (f16), 4-15 eight 6-bit scales and eight 6-bit mins, one pair per
+//   sub-block s of 32 values; value = (d * scale[s]) * q - dmin * min[s].
 // Scale/min packing, byte k of the 12 (x: bits 0-5 of entry j; X: bits 4-5 of entry j+4):
 //   k = 0-3   XXxxxxxx   scale j = k
 //   k = 4-7   XXxxxxxx   min   j = k - 4
 //   k = 8-11  mmmmssss   low 4 bits of min j+4 (m) and scale j+4 (s), j = k - 8
-struct KScaleMin {
-  float d_scale;   // d * scale[s]
-  float dmin_min;  // dmin * min[s]
-};
-
 template <typename P>
-MUSER_FN KScaleMin k_scale_min(P block, uint32_t s) {
-  P packed = block + 4;
-  uint32_t sc = s < 4 ? packed[s] & 63u : (packed[s + 4] & 15u) | ((packed[s - 4] >> 6) << 4);
-  uint32_t m = s < 4 ? packed[s + 4] & 63u : (packed[s + 4] >> 4) | ((packed[s] >> 6) << 4);
-  KScaleMin r = {f16_at(block) * float(sc), f16_at(block + 2) * float(m)};
-  return r;
+MUSER_FN Affine k_scale_min(P block, uint32_t s) {
+  uint32_t head[4];  // bytes 0-3, 4-7 (scales 0-3), 8-11 (mins 0-3), 12-15 (low bits of entries 4-7)
+  bytes_at<16, 16>(block, head);
+  const uint32_t at = 8 * (s % 4);  // the bit of byte s % 4 within a word (words indexed statically)
+  uint32_t sc = s < 4 ? (head[1] >> at) & 63u : ((head[3] >> at) & 15u) | (((head[1] >> (at + 6)) & 3u) << 4);
+  uint32_t m = s < 4 ? (head[2] >> at) & 63u : ((head[3] >> (at + 4)) & 15u) | (((head[2] >> (at + 6)) & 3u) << 4);
+  return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * level(sc, 0.0f),
+                muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * level(m, 0.0f)};
 }
 
 // Q4_K: 256 values in 144 bytes.
@@ -143,14 +189,15 @@ template <>
 struct Format<12> {
   enum { block_values = 256, block_bytes = 144 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     P block = row + (i / 256) * 144;
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
-    KScaleMin sm = k_scale_min(block, s);
-    P qs = block + 16 + 32 * (s / 2) + j % 32;
+    uint32_t qs[(N + 3) / 4];
+    bytes_at<N, N>(block + 16 + 32 * (s / 2) + j % 32, qs);
     for (int k = 0; k < N; ++k) {
-      v[k] = sm.d_scale * float((qs[k] >> shift) & 15u) - sm.dmin_min;
+      lv[k] = level((byte_of(qs, k) >> shift) & 15u, 0.0f);
     }
+    return k_scale_min(block, s);
   }
 };
 
@@ -162,20 +209,20 @@ template <>
 struct Format<13> {
   enum { block_values = 256, block_bytes = 176 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     P block = row + (i / 256) * 176;
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
-    KScaleMin sm = k_scale_min(block, s);
-    P qh = block + 16 + j % 32;
-    P qs = block + 48 + 32 * (s / 2) + j % 32;
+    uint32_t qh[(N + 3) / 4], qs[(N + 3) / 4];
+    bytes_at<N, N>(block + 16 + j % 32, qh);
+    bytes_at<N, N>(block + 48 + 32 * (s / 2) + j % 32, qs);
     for (int k = 0; k < N; ++k) {
-      uint32_t q = ((qs[k] >> shift) & 15u) | (((qh[k] >> s) & 1u) << 4);
-      v[k] = sm.d_scale * float(q) - sm.dmin_min;
+      lv[k] = level(((byte_of(qs, k) >> shift) & 15u) | (((byte_of(qh, k) >> s) & 1u) << 4), 0.0f);
     }
+    return k_scale_min(block, s);
   }
 };
 
-// Q6_K: 256 values in 210 bytes; d comes last.
+// Q6_K: 256 values in 210 bytes (blocks 2-byte aligned); d comes last.
 //   0-127 ql   128-191 qh   192-207 sixteen int8 scales (one per 16 values)   208-209 d (f16)
 //   level of value 128h + r (h = 0, 1; r = 0..127), 6 bits:
 //     q = hh llll   hh: bits 2 * (r / 32) .. +1 of qh[32h + r % 32]
@@ -185,17 +232,17 @@ template <>
 struct Format<14> {
   enum { block_values = 256, block_bytes = 210 };
   template <int N, typename P>
-  static MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     P block = row + (i / 256) * 210;
     uint32_t j = i % 256, h = j / 128, r = j % 128;
     uint32_t ql_shift = (r / 64) * 4, qh_shift = (r / 32) * 2;
-    float scale = f16_at(block + 208) * float(as_int8(block[192 + j / 16]));
-    P ql = block + 64 * h + r % 64;
-    P qh = block + 128 + 32 * h + r % 32;
+    uint32_t ql[(N + 3) / 4], qh[(N + 3) / 4];
+    bytes_at<N, 2>(block + 64 * h + r % 64, ql);
+    bytes_at<N, 2>(block + 128 + 32 * h + r % 32, qh);
     for (int k = 0; k < N; ++k) {
-      uint32_t q = ((ql[k] >> ql_shift) & 15u) | (((qh[k] >> qh_shift) & 3u) << 4);
-      v[k] = scale * float(int32_t(q) - 32);
+      lv[k] = level(((byte_of(ql, k) >> ql_shift) & 15u) | (((byte_of(qh, k) >> qh_shift) & 3u) << 4), 32.0f);
     }
+    return Affine{f16_at(block + 208) * level(uint32_t(block[192 + j / 16]) ^ 0x80u, 128.0f), 0.0f};
   }
 };
 

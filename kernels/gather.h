@@ -24,7 +24,7 @@ MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t g
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   for (uint32_t row = first_row; row < n_ids; row += row_step) {
     float v[VALUES];
-    F::template decode<VALUES>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
+    decode<F, VALUES>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
     muser_store<VALUES>(out + uint64_t(row) * DIMS + group * VALUES, v);
   }
 }

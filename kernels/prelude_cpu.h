@@ -23,6 +23,25 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
   return f;
 }
 
+// W little-endian words from p (x86-64 and ARM hosts are little-endian).
+template <int W>
+inline void muser_load_words(const uint8_t* p, uint32_t* w) {
+  std::memcpy(w, p, 4 * W);
+}
+
+inline uint32_t muser_load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+template <int N, typename X>
+inline void muser_load_x(const X* p, float* v) {
+  for (int k = 0; k < N; ++k) {
+    v[k] = float(p[k]);
+  }
+}
+
 template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {

@@ -6,6 +6,57 @@
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
+// W = 1, 2 or 4 little-endian words from p, aligned to 4W bytes: one load instruction.
+template <int W>
+struct muser_words;
+template <>
+struct muser_words<1> {
+  template <typename P>
+  static MUSER_FN void load(P p, uint32_t* w) { w[0] = *reinterpret_cast<const uint32_t*>(p); }
+};
+template <>
+struct muser_words<2> {
+  template <typename P>
+  static MUSER_FN void load(P p, uint32_t* w) {
+    uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+};
+template <>
+struct muser_words<4> {
+  template <typename P>
+  static MUSER_FN void load(P p, uint32_t* w) {
+    uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+};
+
+template <int W, typename P>
+MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
+
+template <typename P>
+MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }
+
+// N consecutive values of x (float, half or bfloat16) as float32: 16-byte loads where aligned
+// (x may be a view at any element offset).
+template <int N, typename X>
+MUSER_FN void muser_load_x(const X* p, float* v) {
+  const int per = 16 / int(sizeof(X));
+  if (N % per == 0 && (reinterpret_cast<size_t>(p) & 15) == 0) {
+    for (int c = 0; c < N; c += per) {
+      uint4 chunk = *reinterpret_cast<const uint4*>(p + c);
+      const X* xs = reinterpret_cast<const X*>(&chunk);
+      for (int k = 0; k < per; ++k) {
+        v[c + k] = float(xs[k]);
+      }
+    }
+  } else {
+    for (int k = 0; k < N; ++k) {
+      v[k] = float(p[k]);
+    }
+  }
+}
+
 template <int N, typename T>
 MUSER_FN void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {

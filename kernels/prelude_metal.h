@@ -8,6 +8,44 @@ using namespace metal;
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
 inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }
 
+// W = 1, 2 or 4 little-endian words from p (the table, in device memory), aligned to 4W bytes.
+template <int W>
+struct muser_words;
+template <>
+struct muser_words<1> {
+  template <typename P>
+  static inline void load(P p, thread uint32_t* w) { w[0] = *(const device uint*)(p); }
+};
+template <>
+struct muser_words<2> {
+  template <typename P>
+  static inline void load(P p, thread uint32_t* w) {
+    uint2 v = *(const device uint2*)(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+};
+template <>
+struct muser_words<4> {
+  template <typename P>
+  static inline void load(P p, thread uint32_t* w) {
+    uint4 v = *(const device uint4*)(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+};
+
+template <int W, typename P>
+inline void muser_load_words(P p, thread uint32_t* w) { muser_words<W>::load(p, w); }
+
+template <typename P>
+inline uint32_t muser_load_u16(P p) { return *(const device ushort*)(p); }
+
+template <int N, typename X>
+inline void muser_load_x(const device X* p, thread float* v) {
+  for (int k = 0; k < N; ++k) {
+    v[k] = float(p[k]);
+  }
+}
+
 template <int N, typename T>
 inline void muser_store(device T* dst, thread const float* v) {
   for (int k = 0; k < N; ++k) {

@@ -127,6 +127,7 @@ class Embedding(nn.Module):
         t = self._table
         if self.weight is not t.data:  # e.g. after load_weights / update
             t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
+            self.weight = t.data
             self._unbind()
         return t
 

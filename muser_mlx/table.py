@@ -25,6 +25,19 @@ def _resident(data: mx.array) -> mx.array:
     return data
 
 
+KERNEL_ALIGNMENT = 16  # bytes: the GPU kernels' widest table load (kernels/formats.h, bytes_at)
+
+
+def _kernel_ready(data: mx.array) -> mx.array:
+    """``data``, or a fresh copy of it when a GPU backend is present and ``data`` starts off a
+    KERNEL_ALIGNMENT boundary (a view into a larger array; fresh GPU allocations are aligned)."""
+    if mx.metal.is_available() or mx.cuda.is_available():
+        mx.eval(data)
+        if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT:
+            return _resident(mx.array(np.array(data)))
+    return data
+
+
 @dataclass(frozen=True)
 class Table:
     """``data`` is ``uint8 [vocab, row_bytes]``: row ``i`` is token ``i``'s blocks exactly as
@@ -71,7 +84,8 @@ class Table:
 
     @classmethod
     def from_bytes(cls, data, qtype: str, dims: int) -> "Table":
-        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy or MLX) of type ``qtype``."""
+        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy or MLX) of type ``qtype``. An
+        ``mx.array`` is used as it is unless a GPU kernel could not load it (then it is copied)."""
         fmt = get_format(qtype)
         if dims <= 0 or dims % fmt.block_values:
             raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
@@ -83,7 +97,7 @@ class Table:
                 f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "
                 f"got {data.dtype} {list(data.shape)}"
             )
-        return cls(data, fmt, dims, data.shape[0])
+        return cls(_kernel_ready(data), fmt, dims, data.shape[0])
 
     def __repr__(self) -> str:
         return (

@@ -175,6 +175,54 @@ def test_gpu_streamed_and_tiled(rows, dtype):
         assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
+@pytest.mark.parametrize("qtype", sorted(FORMATS))
+def test_gpu_matvec_every_format_and_pass_width(qtype):
+    """Every format at the layouts the package picks for 1-16 rows of x (partial last passes
+    included), a vocab no layout divides evenly."""
+    rng = np.random.default_rng(7)
+    dims = 512
+    data = moderate(random_table_bytes(rng, qtype, 1001, dims), qtype)
+    table = Table.from_bytes(data, qtype, dims)
+    W = dequantized(data, qtype)
+    for n in (1, 2, 3, 8, 13, 16):
+        x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
+        assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
+def test_gpu_matvec_every_layout():
+    """Every (ROWS, VROWS, VALUES) the tuning may pick, on Q4_K and F32."""
+    rng = np.random.default_rng(8)
+    backend = muser_mlx.backends.BACKENDS[_GPU_BACKEND]
+    for qtype in ("Q4_K", "F32"):
+        data = moderate(random_table_bytes(rng, qtype, 301, 512), qtype)
+        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+        for n, rows in ((1, 1), (3, 4), (13, 8), (16, 16)):
+            x = mx.array(rng.standard_normal((n, 512)).astype(np.float32))
+            for vrows in (1, 2, 4, 8):
+                for values in (8, 16):
+                    if rows * vrows <= 32:
+                        assert_close(backend.matvec(table, x, rows, vrows, values), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
+@pytest.mark.parametrize("offset", [1, 2, 8])
+def test_gpu_table_from_a_misaligned_view(offset):
+    """A table that is a view starting off a 16-byte boundary is copied, not misread."""
+    rng = np.random.default_rng(offset)
+    data = moderate(random_table_bytes(rng, "Q4_K", 40, 512), "Q4_K")
+    flat = mx.array(np.concatenate([np.zeros(offset, np.uint8), data.ravel()]))
+    table = Table.from_bytes(flat[offset:].reshape(data.shape), "Q4_K", 512)
+    x = mx.array(rng.standard_normal((3, 512)).astype(np.float32))
+    assert_close(as_linear(table, x), x, dequantized(data, "Q4_K"))
+    ids = np.arange(40)
+    assert np.array_equal(np.array(Embedding(table)(mx.array(ids))), dequantized(data, "Q4_K")[ids].astype(np.float32))
+
+
 def write_gguf(path, with_head: bool):
     data = random_table_bytes(np.random.default_rng(1), "Q4_K", 10, 256)
     writer = gguf.GGUFWriter(str(path), "llama")

@@ -15,6 +15,8 @@ THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
+VOCAB_ROWS_PER_WARP = {1: 4, 2: 4, 4: 2, 8: 2}  # by ROWS; benchmarks/matvec_tuning.py measures them
+MATVEC_16_MAX_ROWS = 2  # the most ROWS with 16 values per lane (matvec_values)
 
 
 def kernel_source(name: str) -> str:
@@ -29,9 +31,20 @@ def values_per_thread(dims: int) -> int:
     return next(v for v in (8, 4, 2, 1) if dims % v == 0)
 
 
+def matvec_values(dims: int, rows: int) -> int:
+    """Values per lane and step of the matvec (VALUES): a run of 16 (kernels/formats.h) while x's
+    ROWS * 16 floats fit in registers, else values_per_thread."""
+    return 16 if dims % 16 == 0 and rows <= MATVEC_16_MAX_ROWS else values_per_thread(dims)
+
+
 def rows_per_pass(n: int) -> int:
     """Rows of x per streaming pass over the table (matvec's ROWS): 1, 2, 4 or 8."""
     return next(r for r in (1, 2, 4, 8) if n <= r or r == 8)
+
+
+def vocab_rows_per_warp(rows: int) -> int:
+    """Table rows a matvec warp decodes per step (VROWS), each reusing the step's x values."""
+    return VOCAB_ROWS_PER_WARP[rows]
 
 
 class DeviceKernel:
@@ -74,21 +87,23 @@ def gather_template(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
 
 
 def matvec_template(table, x: mx.array) -> list[tuple]:
-    """The matvec's per-table constants and ROWS for x's row count; x's dtype (also out's) is in
-    the generated signature, named here for the same reason as the gather's."""
+    """The matvec's per-table constants, ROWS for x's row count and VROWS for ROWS; x's dtype
+    (also out's) is in the generated signature, named here for the same reason as the gather's."""
+    rows = rows_per_pass(x.shape[0])
     return [
         ("FORMAT", table.format.ggml_type),
         ("DIMS", table.dims),
         ("VOCAB", table.vocab),
-        ("VALUES", values_per_thread(table.dims)),
-        ("ROWS", rows_per_pass(x.shape[0])),
+        ("VALUES", matvec_values(table.dims, rows)),
+        ("ROWS", rows),
+        ("VROWS", vocab_rows_per_warp(rows)),
         ("X", x.dtype),
     ]
 
 
-def matvec_threads(vocab: int) -> int:
-    """One warp per vocab row, grid-striding beyond MAX_THREADS."""
-    return min(vocab, MAX_THREADS // WARP) * WARP
+def matvec_threads(vocab: int, vrows: int) -> int:
+    """One warp per ``vrows`` vocab rows, grid-striding beyond MAX_THREADS."""
+    return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
 class DeviceBackend:
@@ -123,14 +138,21 @@ class DeviceBackend:
 
         return gather
 
-    def matvec(self, table, x: mx.array) -> mx.array:
+    def matvec(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
+               values: int | None = None) -> mx.array:
         """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
-        the table once per ``rows_per_pass(n)`` rows of x."""
+        the table once per ``rows`` rows of x (default ``rows_per_pass(n)``), ``vrows`` table
+        rows per warp (default ``vocab_rows_per_warp(rows)``), ``values`` per lane and step
+        (default ``matvec_values``); benchmarks/matvec_tuning.py sets all three."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
+        template = dict(matvec_template(table, x))
+        rows = template["ROWS"] = rows or template["ROWS"]
+        vrows = template["VROWS"] = vrows or vocab_rows_per_warp(rows)
+        template["VALUES"] = values or matvec_values(table.dims, rows)
         return self.matvec_kernel.kernel(
             inputs=[table.data, x],
-            template=matvec_template(table, x),
-            grid=(matvec_threads(table.vocab), 1, 1),
+            template=list(template.items()),
+            grid=(matvec_threads(table.vocab, vrows), 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(x.shape[0], table.vocab)],
             output_dtypes=[x.dtype],
