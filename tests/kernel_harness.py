@@ -200,7 +200,7 @@ def cpu_matvec(table, x: mx.array, warps: int | None = None) -> mx.array:
     x_type, rows = C_TYPES[x.dtype][0], rows_per_pass(x.shape[0])
     args = (
         f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, "
-        f"{matvec_values(table.dims, rows)}, {rows}, {vocab_rows_per_warp(rows)}"
+        f"{matvec_values(table.dims)}, {rows}, {vocab_rows_per_warp(rows)}"
     )
     call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
     return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)

@@ -15,8 +15,8 @@ THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
-VOCAB_ROWS_PER_WARP = {1: 4, 2: 4, 4: 2, 8: 2}  # by ROWS; benchmarks/matvec_tuning.py measures them
-MATVEC_16_MAX_ROWS = 2  # the most ROWS with 16 values per lane (matvec_values)
+# Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H200).
+VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
 
 
 def kernel_source(name: str) -> str:
@@ -31,10 +31,11 @@ def values_per_thread(dims: int) -> int:
     return next(v for v in (8, 4, 2, 1) if dims % v == 0)
 
 
-def matvec_values(dims: int, rows: int) -> int:
-    """Values per lane and step of the matvec (VALUES): a run of 16 (kernels/formats.h) while x's
-    ROWS * 16 floats fit in registers, else values_per_thread."""
-    return 16 if dims % 16 == 0 and rows <= MATVEC_16_MAX_ROWS else values_per_thread(dims)
+def matvec_values(dims: int) -> int:
+    """Values per lane and step of the matvec (VALUES): a whole run of 16 (kernels/formats.h:
+    one scale and offset per step; measured faster than 8 at every ROWS but 16), else
+    values_per_thread."""
+    return 16 if dims % 16 == 0 else values_per_thread(dims)
 
 
 def rows_per_pass(n: int) -> int:
@@ -94,7 +95,7 @@ def matvec_template(table, x: mx.array) -> list[tuple]:
         ("FORMAT", table.format.ggml_type),
         ("DIMS", table.dims),
         ("VOCAB", table.vocab),
-        ("VALUES", matvec_values(table.dims, rows)),
+        ("VALUES", matvec_values(table.dims)),
         ("ROWS", rows),
         ("VROWS", vocab_rows_per_warp(rows)),
         ("X", x.dtype),
@@ -148,7 +149,7 @@ class DeviceBackend:
         template = dict(matvec_template(table, x))
         rows = template["ROWS"] = rows or template["ROWS"]
         vrows = template["VROWS"] = vrows or vocab_rows_per_warp(rows)
-        template["VALUES"] = values or matvec_values(table.dims, rows)
+        template["VALUES"] = values or matvec_values(table.dims)
         return self.matvec_kernel.kernel(
             inputs=[table.data, x],
             template=list(template.items()),
