@@ -22,7 +22,7 @@ log = logging.getLogger("muser_mlx")
 
 # Rows of x up to which a GPU backend streams the table (matvec) rather than tiling it. Set from
 # the GPU measurements of benchmarks/as_linear.py.
-MATVEC_MAX_ROWS = 8
+MATVEC_MAX_ROWS = 16
 # Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
 # * 2 B = 52 MiB for float16 at Glimmer's width). benchmarks/as_linear.py measures it.
 TILE_ROWS = 4096
