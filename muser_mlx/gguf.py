@@ -101,6 +101,14 @@ class _Cursor:
             raise unreadable(self.path, f"{what} has unknown value type {vtype}")
 
 
+def _first_time(seen: set[bytes], name: bytes, what: str, path: Path) -> bytes:
+    """``name``, added to ``seen``; ``GGUFError`` if it is already there (ggml keeps one)."""
+    if name in seen:
+        raise unreadable(path, f"{what} {name!r} appears twice")
+    seen.add(name)
+    return name
+
+
 def scan_header(buf: mmap.mmap, path: Path) -> None:
     """Walk the header (magic, version, counts, metadata, tensor infos) without building
     anything, so that gguf-py only ever reads a header whose framing fits in the file.
@@ -121,17 +129,11 @@ def scan_header(buf: mmap.mmap, path: Path) -> None:
     n_tensors, n_kv = cur.u64("tensor count"), cur.u64("metadata count")
     keys: set[bytes] = set()
     for i in range(n_kv):
-        key = cur.string(f"metadata key {i} of {n_kv}")
-        if key in keys:
-            raise unreadable(path, f"metadata key {key!r} appears twice")
-        keys.add(key)
+        key = _first_time(keys, cur.string(f"metadata key {i} of {n_kv}"), "metadata key", path)
         cur.value(cur.u32(f"type of metadata {key!r}"), f"metadata {key!r}")
     names: set[bytes] = set()
     for i in range(n_tensors):
-        name = cur.string(f"name of tensor {i} of {n_tensors}")
-        if name in names:
-            raise unreadable(path, f"tensor name {name!r} appears twice")
-        names.add(name)
+        name = _first_time(names, cur.string(f"name of tensor {i} of {n_tensors}"), "tensor name", path)
         n_dims = cur.u32(f"tensor {name!r}'s number of dimensions")
         if n_dims > MAX_DIMS:
             raise unreadable(path, f"tensor {name!r} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}")

@@ -90,14 +90,15 @@ class Table:
         if dims <= 0 or dims % fmt.block_values:
             raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
         row_bytes = fmt.row_bytes(dims)
-        if isinstance(data, np.ndarray):
+        fresh = isinstance(data, np.ndarray)  # copied into a new, aligned MLX allocation
+        if fresh:
             data = _resident(mx.array(np.ascontiguousarray(data).view(np.uint8)))
         if data.dtype != mx.uint8 or data.ndim != 2 or data.shape[1] != row_bytes or data.shape[0] < 1:
             raise ValueError(
                 f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "
                 f"got {data.dtype} {list(data.shape)}"
             )
-        return cls(_kernel_ready(data), fmt, dims, data.shape[0])
+        return cls(data if fresh else _kernel_ready(data), fmt, dims, data.shape[0])
 
     def __repr__(self) -> str:
         return (

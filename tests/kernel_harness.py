@@ -29,10 +29,7 @@ from muser_mlx.backends.kernel import (
     kernel_source,
     matvec_template,
     matvec_threads,
-    matvec_values,
-    rows_per_pass,
     values_per_thread,
-    vocab_rows_per_warp,
 )
 
 KERNELS = Path(kernel_source.__globals__["files"]("muser_mlx.kernels"))
@@ -188,7 +185,7 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 
 def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None) -> mx.array:
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
-    threads = warps * WARP if warps else matvec_threads(table.vocab, vocab_rows_per_warp(rows_per_pass(x.shape[0])))
+    threads = warps * WARP if warps else matvec_threads(table.vocab, dict(matvec_template(table, x))["VROWS"])
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(x)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
     return _result(out, x.dtype)
@@ -197,11 +194,8 @@ def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None) -> mx.a
 def cpu_matvec(table, x: mx.array, warps: int | None = None) -> mx.array:
     """The shared matvec source through prelude_cpu.h, ``warps`` warps of 32 threads (default:
     the package's grid; fewer grid-stride)."""
-    x_type, rows = C_TYPES[x.dtype][0], rows_per_pass(x.shape[0])
-    args = (
-        f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, "
-        f"{matvec_values(table.dims)}, {rows}, {vocab_rows_per_warp(rows)}"
-    )
+    x_type, k = C_TYPES[x.dtype][0], dict(matvec_template(table, x))
+    args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['VALUES']}, {k['ROWS']}, {k['VROWS']}"
     call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
     return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
 

@@ -74,30 +74,30 @@ class DeviceKernel:
         return self._kernel
 
 
+def table_constants(table) -> list[tuple]:
+    """The template arguments every kernel takes from the table."""
+    return [("FORMAT", table.format.ggml_type), ("DIMS", table.dims), ("VOCAB", table.vocab)]
+
+
 def gather_template(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
     """The gather's per-table constants. out's and ids' dtypes are in the generated signature;
     naming them here keeps each signature's compiled kernel apart (CUDA names kernels by template)."""
-    return [
-        ("FORMAT", table.format.ggml_type),
-        ("DIMS", table.dims),
-        ("VOCAB", table.vocab),
-        ("VALUES", values_per_thread(table.dims)),
-        ("T", dtype),
-        ("I", id_dtype),
-    ]
+    return [*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype)]
 
 
-def matvec_template(table, x: mx.array) -> list[tuple]:
-    """The matvec's per-table constants, ROWS for x's row count and VROWS for ROWS; x's dtype
-    (also out's) is in the generated signature, named here for the same reason as the gather's."""
-    rows = rows_per_pass(x.shape[0])
+def matvec_template(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
+                    values: int | None = None) -> list[tuple]:
+    """The matvec's per-table constants and its layout: ``rows`` (ROWS, default
+    ``rows_per_pass(n)``), ``vrows`` (VROWS, default ``vocab_rows_per_warp(rows)``) and
+    ``values`` (VALUES, default ``matvec_values(dims)``); benchmarks/matvec_tuning.py sets them.
+    x's dtype (also out's) is in the generated signature, named here for the same reason as the
+    gather's."""
+    rows = rows or rows_per_pass(x.shape[0])
     return [
-        ("FORMAT", table.format.ggml_type),
-        ("DIMS", table.dims),
-        ("VOCAB", table.vocab),
-        ("VALUES", matvec_values(table.dims)),
+        *table_constants(table),
+        ("VALUES", values or matvec_values(table.dims)),
         ("ROWS", rows),
-        ("VROWS", vocab_rows_per_warp(rows)),
+        ("VROWS", vrows or vocab_rows_per_warp(rows)),
         ("X", x.dtype),
     ]
 
@@ -142,18 +142,13 @@ class DeviceBackend:
     def matvec(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                values: int | None = None) -> mx.array:
         """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
-        the table once per ``rows`` rows of x (default ``rows_per_pass(n)``), ``vrows`` table
-        rows per warp (default ``vocab_rows_per_warp(rows)``), ``values`` per lane and step
-        (default ``matvec_values``); benchmarks/matvec_tuning.py sets all three."""
+        the table once per ``rows`` rows of x; the layout as in :func:`matvec_template`."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
-        template = dict(matvec_template(table, x))
-        rows = template["ROWS"] = rows or template["ROWS"]
-        vrows = template["VROWS"] = vrows or vocab_rows_per_warp(rows)
-        template["VALUES"] = values or matvec_values(table.dims)
+        template = matvec_template(table, x, rows, vrows, values)
         return self.matvec_kernel.kernel(
             inputs=[table.data, x],
-            template=list(template.items()),
-            grid=(matvec_threads(table.vocab, vrows), 1, 1),
+            template=template,
+            grid=(matvec_threads(table.vocab, dict(template)["VROWS"]), 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(x.shape[0], table.vocab)],
             output_dtypes=[x.dtype],
