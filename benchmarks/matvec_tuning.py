@@ -38,7 +38,7 @@ def main() -> None:
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, args.dtype))
         for per_pass in sorted({min(n, 8), min(n, 16)}):
-            for vrows, values in ((v, k) for v in (1, 2, 4, 8) for k in (8, 16)):
+            for vrows, values in ((v, k) for v in (1, 2, 4, 8) for k in (8, 16, 32)):
                 if per_pass * vrows > 32:
                     continue
                 call = lambda x, r=per_pass, v=vrows, k=values: device.matvec(table, x, r, v, k)

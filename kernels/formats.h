@@ -11,7 +11,7 @@
 // product is exact in float32 (Q6_K's rounds once, as in ggml), so decode is bit-identical to
 // ggml's float32 dequantization whatever the order or FMA contraction.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_load_words, muser_load_u16.
+// muser_mantissa_byte, muser_load_words, muser_load_u16.
 #pragma once
 
 namespace muser {
@@ -39,11 +39,6 @@ MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
   }
 }
 
-// Byte k of bytes_at's words.
-MUSER_FN uint32_t byte_of(MUSER_LOCAL const uint32_t* w, int k) {
-  return (w[k / 4] >> (8 * (k % 4))) & 255u;
-}
-
 // A 2-byte-aligned float16 / bfloat16 (the top half of a float32: exact) as float32.
 template <typename P>
 MUSER_FN float f16_at(P p) {
@@ -57,6 +52,13 @@ MUSER_FN float bf16_bits_to_float(uint32_t bits) {
 // float(q) - zero for 0 <= q < 2^23, exact: q in the mantissa of 2^23, no int-to-float conversion.
 MUSER_FN float level(uint32_t q, float zero) {
   return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
+}
+
+// level(byte k of bytes_at's words w, zero). The quantized formats first assemble each value's
+// level in its own byte, four values per word op, so a value costs one byte move (the prelude's
+// muser_mantissa_byte: a byte permute on CUDA) and one subtraction.
+MUSER_FN float byte_level(MUSER_LOCAL const uint32_t* w, int k, float zero) {
+  return muser_f32_bits_to_float(muser_mantissa_byte(w[k / 4], k % 4)) - (8388608.0f + zero);
 }
 
 struct Affine {
@@ -140,8 +142,11 @@ struct Format<2> {
     uint32_t j = i % 32, shift = (j / 16) * 4;
     uint32_t qs[(N + 3) / 4];
     bytes_at<N, 2>(block + 2 + j % 16, qs);
+    for (int w = 0; w < (N + 3) / 4; ++w) {
+      qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
+    }
     for (int k = 0; k < N; ++k) {
-      lv[k] = level((byte_of(qs, k) >> shift) & 15u, 8.0f);
+      lv[k] = byte_level(qs, k, 8.0f);
     }
     return Affine{f16_at(block), 0.0f};
   }
@@ -157,8 +162,11 @@ struct Format<8> {
     P block = row + (i / 32) * 34;
     uint32_t qs[(N + 3) / 4];
     bytes_at<N, 2>(block + 2 + i % 32, qs);
+    for (int w = 0; w < (N + 3) / 4; ++w) {
+      qs[w] ^= 0x80808080u;
+    }
     for (int k = 0; k < N; ++k) {
-      lv[k] = level(byte_of(qs, k) ^ 0x80u, 128.0f);
+      lv[k] = byte_level(qs, k, 128.0f);
     }
     return Affine{f16_at(block), 0.0f};
   }
@@ -194,8 +202,11 @@ struct Format<12> {
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
     uint32_t qs[(N + 3) / 4];
     bytes_at<N, N>(block + 16 + 32 * (s / 2) + j % 32, qs);
+    for (int w = 0; w < (N + 3) / 4; ++w) {
+      qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
+    }
     for (int k = 0; k < N; ++k) {
-      lv[k] = level((byte_of(qs, k) >> shift) & 15u, 0.0f);
+      lv[k] = byte_level(qs, k, 0.0f);
     }
     return k_scale_min(block, s);
   }
@@ -215,8 +226,11 @@ struct Format<13> {
     uint32_t qh[(N + 3) / 4], qs[(N + 3) / 4];
     bytes_at<N, N>(block + 16 + j % 32, qh);
     bytes_at<N, N>(block + 48 + 32 * (s / 2) + j % 32, qs);
+    for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bit s of qh, nibble (s & 1) of qs
+      qs[w] = ((qs[w] >> shift) & 0x0F0F0F0Fu) | (((qh[w] >> s) & 0x01010101u) << 4);
+    }
     for (int k = 0; k < N; ++k) {
-      lv[k] = level(((byte_of(qs, k) >> shift) & 15u) | (((byte_of(qh, k) >> s) & 1u) << 4), 0.0f);
+      lv[k] = byte_level(qs, k, 0.0f);
     }
     return k_scale_min(block, s);
   }
@@ -239,8 +253,11 @@ struct Format<14> {
     uint32_t ql[(N + 3) / 4], qh[(N + 3) / 4];
     bytes_at<N, 2>(block + 64 * h + r % 64, ql);
     bytes_at<N, 2>(block + 128 + 32 * h + r % 32, qh);
+    for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bits qh_shift, +1 of qh, nibble of ql
+      ql[w] = ((ql[w] >> ql_shift) & 0x0F0F0F0Fu) | (((qh[w] >> qh_shift) & 0x03030303u) << 4);
+    }
     for (int k = 0; k < N; ++k) {
-      lv[k] = level(((byte_of(ql, k) >> ql_shift) & 15u) | (((byte_of(qh, k) >> qh_shift) & 3u) << 4), 32.0f);
+      lv[k] = byte_level(ql, k, 32.0f);
     }
     return Affine{f16_at(block + 208) * level(uint32_t(block[192 + j / 16]) ^ 0x80u, 128.0f), 0.0f};
   }

@@ -2,11 +2,12 @@
 // with W the quantized table, dequantized on the fly and accumulated in float32.
 //
 // One warp (warp_lanes = 32 threads) per VROWS consecutive vocab rows, grid-stride over them.
-// Lane l handles values VALUES * (l + 32 k) .. + VALUES - 1 of every row, one run of a format
-// (kernels/formats.h): per step it loads those values of the ROWS rows of x in the current pass
-// once, with their sums, reads the levels of each of the VROWS table rows and adds
-// scale * sum(x * level) - offset * sum(x) to VROWS * ROWS float32 accumulators; then muser_sum
-// reduces each accumulator across the warp and lane (v * ROWS + m) stores logit (m, r0 + v).
+// Lane l handles values VALUES * (l + 32 k) .. + VALUES - 1 of every row (VALUES 1-32), in runs
+// of RUN = min(VALUES, 16) values, one run per decode (kernels/formats.h: one scale and offset).
+// Per step it loads those values of the ROWS rows of x in the current pass once, with each
+// run's sums, reads the levels of each of the VROWS table rows and adds
+// scale * sum(x * level) - offset * sum(x) per run to VROWS * ROWS float32 accumulators; then
+// muser_sum reduces each accumulator across the warp and lane (v * ROWS + m) stores logit (m, r0 + v).
 // Per pass, a warp reads its VROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // ROWS * DIMS values of x (from cache: every warp shares x), and writes VROWS * ROWS logits.
 // n > ROWS re-streams the table once per pass; long x takes the tiled matmul path.
@@ -23,6 +24,8 @@ template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, type
 MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,
                      uint32_t thread_count) {
   static_assert(ROWS * VROWS <= warp_lanes, "lane v * ROWS + m stores logit (m, r0 + v)");
+  enum { RUN = VALUES < 16 ? VALUES : 16, RUNS = VALUES / RUN };
+  static_assert(RUNS * RUN == VALUES, "a lane's values are whole runs");
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
   const uint32_t step = thread_count / warp_lanes * VROWS;
@@ -40,7 +43,7 @@ MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thr
         }
       }
       for (uint32_t i = lane * VALUES; i < uint32_t(DIMS); i += warp_lanes * VALUES) {
-        float xs[ROWS][VALUES], x_sum[ROWS];
+        float xs[ROWS][VALUES], x_sum[ROWS][RUNS];
         for (int m = 0; m < ROWS; ++m) {  // rows past n are zeros: their sums are never stored
           if (uint32_t(m) < live) {
             muser_load_x<VALUES>(x + (m0 + m) * uint64_t(DIMS) + i, xs[m]);
@@ -49,20 +52,24 @@ MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thr
               xs[m][k] = 0.0f;
             }
           }
-          x_sum[m] = 0.0f;
-          for (int k = 0; k < VALUES; ++k) {
-            x_sum[m] += xs[m][k];
+          for (int c = 0; c < RUNS; ++c) {
+            x_sum[m][c] = 0.0f;
+            for (int k = 0; k < RUN; ++k) {
+              x_sum[m][c] += xs[m][c * RUN + k];
+            }
           }
         }
         for (int v = 0; v < VROWS; ++v) {
-          float lv[VALUES];
-          const Affine a = F::template levels<VALUES>(rows[v], i, lv);
-          for (int m = 0; m < ROWS; ++m) {
-            float dot = 0.0f;
-            for (int k = 0; k < VALUES; ++k) {
-              dot += lv[k] * xs[m][k];
+          for (int c = 0; c < RUNS; ++c) {
+            float lv[RUN];
+            const Affine a = F::template levels<RUN>(rows[v], i + c * RUN, lv);
+            for (int m = 0; m < ROWS; ++m) {
+              float dot = 0.0f;
+              for (int k = 0; k < RUN; ++k) {
+                dot += lv[k] * xs[m][c * RUN + k];
+              }
+              acc[v][m] += a.scale * dot - a.offset * x_sum[m][c];
             }
-            acc[v][m] += a.scale * dot - a.offset * x_sum[m];
           }
         }
       }

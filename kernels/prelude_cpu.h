@@ -23,6 +23,8 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
   return f;
 }
 
+inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
+
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).
 template <int W>
 inline void muser_load_words(const uint8_t* p, uint32_t* w) {

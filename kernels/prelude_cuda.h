@@ -6,6 +6,9 @@
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
+// 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
+MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
+
 // W = 1, 2 or 4 little-endian words from p, aligned to 4W bytes: one load instruction.
 template <int W>
 struct muser_words;

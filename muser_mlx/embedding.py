@@ -125,7 +125,8 @@ class Embedding(nn.Module):
     @property
     def table(self) -> Table:
         t = self._table
-        if self.weight is not t.data:  # e.g. after load_weights / update
+        if self["weight"] is not t.data:  # e.g. after load_weights / update (item access: a Module
+            # is a dict of its arrays; self.weight would take the slow attribute fallback per lookup)
             t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
             self.weight = t.data
             self._unbind()

@@ -25,9 +25,9 @@ import numpy as np
 from muser_mlx.backends.kernel import (
     METAL,
     WARP,
-    gather_template,
+    gather_constants,
     kernel_source,
-    matvec_template,
+    matvec_constants,
     matvec_threads,
     values_per_thread,
 )
@@ -88,8 +88,8 @@ void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const vo
 
 def _metal_lib(source: str, run: str) -> ctypes.CDLL:
     """The generated Metal ``source`` against the shim; ``run`` calls ``drive(&KERNEL, ...)``."""
-    instance = re.search(r"decltype\((\w+<[^>]*>)\)", source).group(1)
-    return _compile(source + _METAL_DRIVE + run.replace("KERNEL", instance), [SHIM, KERNELS])
+    kernel = re.search(r"\[\[kernel\]\] void (\w+)\(", source).group(1)
+    return _compile(source + _METAL_DRIVE + run.replace("KERNEL", kernel), [SHIM, KERNELS])
 
 
 def _host(a) -> np.ndarray:
@@ -107,14 +107,14 @@ def _result(out: np.ndarray, dtype: mx.Dtype) -> mx.array:
     return mx.view(result, mx.bfloat16) if dtype == mx.bfloat16 else result
 
 
-def generated_metal_source(kernel, inputs: list[mx.array], template, output_shape, dtype: mx.Dtype, capfd) -> str:
-    """The full Metal source MLX builds for this call of ``kernel`` (a DeviceKernel), printed by
-    MLX while tracing an export (MLX records metal_kernel calls without a Metal device only then)."""
+def generated_metal_source(kernel, inputs: list[mx.array], constants, output_shape, dtype: mx.Dtype, capfd) -> str:
+    """The full Metal source MLX builds for this call of ``kernel`` (a DeviceKernel) with
+    ``constants``, printed by MLX while tracing an export (MLX records metal_kernel calls without
+    a Metal device only then)."""
 
     def call(*args):
-        return kernel.kernel(
+        return kernel.for_constants(constants)(
             inputs=list(args),
-            template=template,
             grid=(1, 1, 1),
             threadgroup=(1, 1, 1),
             output_shapes=[output_shape],
@@ -161,8 +161,8 @@ def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | N
 
 
 def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
-    template = gather_template(table, dtype, ids.dtype)
-    return generated_metal_source(METAL.gather_kernel, [table.data, ids], template, (ids.shape[0], table.dims), dtype, capfd)
+    constants = gather_constants(table, dtype, ids.dtype)
+    return generated_metal_source(METAL.gather_kernel, [table.data, ids], constants, (ids.shape[0], table.dims), dtype, capfd)
 
 
 def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
@@ -185,24 +185,24 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 
 def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None) -> mx.array:
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
-    threads = warps * WARP if warps else matvec_threads(table.vocab, dict(matvec_template(table, x))["VROWS"])
+    threads = warps * WARP if warps else matvec_threads(table.vocab, dict(matvec_constants(table, x))["VROWS"])
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(x)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
     return _result(out, x.dtype)
 
 
-def cpu_matvec(table, x: mx.array, warps: int | None = None) -> mx.array:
+def cpu_matvec(table, x: mx.array, warps: int | None = None, values: int | None = None) -> mx.array:
     """The shared matvec source through prelude_cpu.h, ``warps`` warps of 32 threads (default:
-    the package's grid; fewer grid-stride)."""
-    x_type, k = C_TYPES[x.dtype][0], dict(matvec_template(table, x))
+    the package's grid; fewer grid-stride); ``values`` per lane and step (default: the package's)."""
+    x_type, k = C_TYPES[x.dtype][0], dict(matvec_constants(table, x, values=values))
     args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['VALUES']}, {k['ROWS']}, {k['VROWS']}"
     call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
     return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:
-    template = matvec_template(table, x)
-    return generated_metal_source(METAL.matvec_kernel, [table.data, x], template, (x.shape[0], table.vocab), x.dtype, capfd)
+    constants = matvec_constants(table, x)
+    return generated_metal_source(METAL.matvec_kernel, [table.data, x], constants, (x.shape[0], table.vocab), x.dtype, capfd)
 
 
 def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.array:

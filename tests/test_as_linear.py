@@ -89,11 +89,13 @@ def test_tiles_of_any_size_give_the_same_logits(problem, tile_rows):
 
 
 @settings(deadline=None, max_examples=10)
-@given(problems(max_vocab=12, max_rows=11, ndims=(2,)), st.integers(1, 14))
-def test_cpu_matvec_kernel(problem, warps):
-    """The shared kernel source, CPU dialect; warps < vocab grid-stride, warps > vocab idle."""
+@given(problems(max_vocab=12, max_rows=11, ndims=(2,)), st.integers(1, 14), st.sampled_from([None, 32]))
+def test_cpu_matvec_kernel(problem, warps, values):
+    """The shared kernel source, CPU dialect; warps < vocab grid-stride, warps > vocab idle;
+    values 32 (where dims allow): a lane takes two runs per step."""
     table, data, x = problem
-    assert_close(cpu_matvec(table, x, warps), x, dequantized(data, table.qtype))
+    values = values if values and table.dims % values == 0 else None
+    assert_close(cpu_matvec(table, x, warps, values), x, dequantized(data, table.qtype))
 
 
 @settings(deadline=None, max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -203,7 +205,7 @@ def test_gpu_matvec_every_layout():
         for n, rows in ((1, 1), (3, 4), (13, 8), (16, 16)):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32))
             for vrows in (1, 2, 4, 8):
-                for values in (8, 16):
+                for values in (8, 16, 32):
                     if rows * vrows <= 32:
                         assert_close(backend.matvec(table, x, rows, vrows, values), x, W)
 

@@ -1,12 +1,13 @@
 """The gather and matvec kernels on MLX's GPU backends, built from the shared source in ``kernels/``.
 
-One kernel object per (dialect, kernel) serves every format, width, vocabulary, dtype and batch
-width: per-table constants are template arguments, the number of ids (or rows of x) is read from
-the input's shape at run time.
+One compiled kernel per (kernel, table constants, layout, dtypes): the constants (format, dims,
+vocab, layout) are compiled in, the number of ids (or rows of x) is read from the input's shape
+at run time, so one kernel serves every batch width.
 """
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 
 import mlx.core as mx
@@ -48,58 +49,74 @@ def vocab_rows_per_warp(rows: int) -> int:
     return VOCAB_ROWS_PER_WARP[rows]
 
 
+def _without_comments(text: str) -> str:
+    """Kernel source minus its ``//`` comments and blank lines. MLX copies a kernel's header into
+    the source it assembles on every call, so the header's length is host time per lookup."""
+    return "\n".join(line for line in (re.sub(r"\s*//.*", "", l) for l in text.splitlines()) if line.strip())
+
+
+def _spelled(value) -> str:
+    return str(value).rsplit(".", 1)[-1]  # 12 -> "12", mx.float32 -> "float32"
+
+
 class DeviceKernel:
     """One kernel of one dialect: ``header`` = prelude + block decoders + the kernel's template
     (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
-    that calls the template with its thread index. Built on first use, then cached."""
+    that calls the template with its thread index.
+
+    ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
+    on first use and cached: the integer constants are ``#define``d after the header, so a call
+    passes no template arguments (MLX spends host time on each, every call); the dtypes only
+    name the kernel (they are in its generated signature)."""
 
     def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register):
         self.dialect, self.name = dialect, name
-        self.header = "\n".join(kernel_source(f) for f in (f"prelude_{dialect}.h", "formats.h", f"{name}.h"))
+        files_ = (f"prelude_{dialect}.h", "formats.h", f"{name}.h")
+        self.header = "\n".join(_without_comments(kernel_source(f)) for f in files_)
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
         self._register = register
-        self._kernel = None
+        self._kernels = {}
 
-    @property
-    def kernel(self):
-        if self._kernel is None:
-            self._kernel = self._register()(
-                name=f"muser_{self.name}",
+    def for_constants(self, constants: tuple[tuple[str, object], ...]):
+        kernel = self._kernels.get(constants)
+        if kernel is None:
+            defines = "".join(f"\n#define {k} {v}" for k, v in constants if isinstance(v, int))
+            kernel = self._kernels[constants] = self._register()(
+                name="_".join(["muser", self.name, *(_spelled(v) for _, v in constants)]),
                 input_names=self.inputs,
                 output_names=self.outputs,
                 source=self.source,
-                header=self.header,
+                header=self.header + defines + "\n",
             )
-        return self._kernel
+        return kernel
 
 
-def table_constants(table) -> list[tuple]:
-    """The template arguments every kernel takes from the table."""
-    return [("FORMAT", table.format.ggml_type), ("DIMS", table.dims), ("VOCAB", table.vocab)]
+def table_constants(table) -> tuple[tuple[str, int], ...]:
+    """The constants every kernel takes from the table."""
+    return (("FORMAT", table.format.ggml_type), ("DIMS", table.dims), ("VOCAB", table.vocab))
 
 
-def gather_template(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> list[tuple]:
-    """The gather's per-table constants. out's and ids' dtypes are in the generated signature;
-    naming them here keeps each signature's compiled kernel apart (CUDA names kernels by template)."""
-    return [*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype)]
+def gather_constants(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> tuple[tuple[str, object], ...]:
+    """The gather's compiled-in constants, and out's and ids' dtypes (which name the kernel:
+    they are in its generated signature, so each pair is a kernel of its own)."""
+    return (*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype))
 
 
-def matvec_template(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
-                    values: int | None = None) -> list[tuple]:
+def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
+                     values: int | None = None) -> tuple[tuple[str, object], ...]:
     """The matvec's per-table constants and its layout: ``rows`` (ROWS, default
     ``rows_per_pass(n)``), ``vrows`` (VROWS, default ``vocab_rows_per_warp(rows)``) and
     ``values`` (VALUES, default ``matvec_values(dims)``); benchmarks/matvec_tuning.py sets them.
-    x's dtype (also out's) is in the generated signature, named here for the same reason as the
-    gather's."""
+    x's dtype (also out's) names the kernel, as the gather's dtypes do."""
     rows = rows or rows_per_pass(x.shape[0])
-    return [
+    return (
         *table_constants(table),
         ("VALUES", values or matvec_values(table.dims)),
         ("ROWS", rows),
         ("VROWS", vrows or vocab_rows_per_warp(rows)),
         ("X", x.dtype),
-    ]
+    )
 
 
 def matvec_threads(vocab: int, vrows: int) -> int:
@@ -115,22 +132,21 @@ class DeviceBackend:
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
 
     def bind(self, table, dtype: mx.Dtype):
-        """``ids [n] -> [n, dims]`` for this table and output dtype, templates built once.
+        """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
         Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
-        kernel, dims, data = self.gather_kernel.kernel, table.dims, table.data
+        dims, data = table.dims, table.data
         groups = dims // values_per_thread(dims)
-        templates = {}
+        kernels = {}  # ids dtype -> kernel
 
         def gather(ids: mx.array) -> mx.array:
             n = ids.shape[0]
             if n == 0:
                 return mx.zeros((0, dims), dtype)
-            template = templates.get(ids.dtype)
-            if template is None:
-                template = templates[ids.dtype] = gather_template(table, dtype, ids.dtype)
+            kernel = kernels.get(ids.dtype)
+            if kernel is None:
+                kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
             return kernel(
                 inputs=[data, ids],
-                template=template,
                 grid=(groups, min(n, MAX_ROWS_IN_FLIGHT), 1),
                 threadgroup=(THREADGROUP, 1, 1),
                 output_shapes=[(n, dims)],
@@ -142,13 +158,12 @@ class DeviceBackend:
     def matvec(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                values: int | None = None) -> mx.array:
         """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
-        the table once per ``rows`` rows of x; the layout as in :func:`matvec_template`."""
+        the table once per ``rows`` rows of x; the layout as in :func:`matvec_constants`."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
-        template = matvec_template(table, x, rows, vrows, values)
-        return self.matvec_kernel.kernel(
+        constants = matvec_constants(table, x, rows, vrows, values)
+        return self.matvec_kernel.for_constants(constants)(
             inputs=[table.data, x],
-            template=template,
-            grid=(matvec_threads(table.vocab, dict(template)["VROWS"]), 1, 1),
+            grid=(matvec_threads(table.vocab, dict(constants)["VROWS"]), 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(x.shape[0], table.vocab)],
             output_dtypes=[x.dtype],
