@@ -16,7 +16,8 @@ THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
-# Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H200).
+# Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
+# an H200 sweep of the previous decoders picked the same).
 VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
 
 
@@ -34,8 +35,8 @@ def values_per_thread(dims: int) -> int:
 
 def matvec_values(dims: int) -> int:
     """Values per lane and step of the matvec (VALUES): a whole run of 16 (kernels/formats.h:
-    one scale and offset per step; measured faster than 8 at every ROWS but 16), else
-    values_per_thread."""
+    one scale and offset per step; for Q4_K measured faster than 8 at every ROWS, and than 32,
+    two runs per step, at the best VROWS of every ROWS), else values_per_thread."""
     return 16 if dims % 16 == 0 else values_per_thread(dims)
 
 
