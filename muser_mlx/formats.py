@@ -23,7 +23,7 @@ FLOAT_KINDS = {"f16": (mx.uint16, 0x7C00), "bf16": (mx.uint16, 0x7F80), "f32": (
 @dataclass(frozen=True)
 class Format:
     name: str  # ggml's name, e.g. "Q4_K"
-    ggml_type: int  # ggml's type number; also the kernel's FORMAT template argument
+    ggml_type: int  # ggml's type number; also the kernels' FORMAT constant
     block_values: int
     block_bytes: int
     decode: Callable[[mx.array], mx.array]  # uint8 [n, block_bytes] -> float32 [n, block_values]
