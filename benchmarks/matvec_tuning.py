@@ -5,7 +5,8 @@ dims 6,656, vocab 202,048).
 For each row count n of x and each (ROWS, VROWS, VALUES) with ROWS * VROWS <= 32: the median time of
 one call per evaluation, and of 4 calls in flight per evaluation (time / 4), with the GB/s of the
 table bytes it streams (n / ROWS passes) against the copy bandwidth of the same run.
-backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and MATVEC_16_MAX_ROWS take the fastest.
+backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values take the fastest
+(benchmarks/as_linear.py's streamed column sets linear.MATVEC_MAX_ROWS).
 
     python benchmarks/matvec_tuning.py [--rows 1 2 4 8 16] [--dtype float16]
 """

@@ -54,11 +54,14 @@ MUSER_FN float level(uint32_t q, float zero) {
   return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
 }
 
-// level(byte k of bytes_at's words w, zero). The quantized formats first assemble each value's
-// level in its own byte, four values per word op, so a value costs one byte move (the prelude's
-// muser_mantissa_byte: a byte permute on CUDA) and one subtraction.
-MUSER_FN float byte_level(MUSER_LOCAL const uint32_t* w, int k, float zero) {
-  return muser_f32_bits_to_float(muser_mantissa_byte(w[k / 4], k % 4)) - (8388608.0f + zero);
+// lv[k] = level(byte k of bytes_at's words w, zero) for k < N. The quantized formats first
+// assemble each value's level in its own byte, four values per word op, so a value costs one
+// byte move (the prelude's muser_mantissa_byte: a byte permute on CUDA) and one subtraction.
+template <int N>
+MUSER_FN void byte_levels(MUSER_LOCAL const uint32_t* w, float zero, MUSER_LOCAL float* lv) {
+  for (int k = 0; k < N; ++k) {
+    lv[k] = muser_f32_bits_to_float(muser_mantissa_byte(w[k / 4], k % 4)) - (8388608.0f + zero);
+  }
 }
 
 struct Affine {
@@ -145,9 +148,7 @@ struct Format<2> {
     for (int w = 0; w < (N + 3) / 4; ++w) {
       qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
     }
-    for (int k = 0; k < N; ++k) {
-      lv[k] = byte_level(qs, k, 8.0f);
-    }
+    byte_levels<N>(qs, 8.0f, lv);
     return Affine{f16_at(block), 0.0f};
   }
 };
@@ -165,9 +166,7 @@ struct Format<8> {
     for (int w = 0; w < (N + 3) / 4; ++w) {
       qs[w] ^= 0x80808080u;
     }
-    for (int k = 0; k < N; ++k) {
-      lv[k] = byte_level(qs, k, 128.0f);
-    }
+    byte_levels<N>(qs, 128.0f, lv);
     return Affine{f16_at(block), 0.0f};
   }
 };
@@ -205,9 +204,7 @@ struct Format<12> {
     for (int w = 0; w < (N + 3) / 4; ++w) {
       qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
     }
-    for (int k = 0; k < N; ++k) {
-      lv[k] = byte_level(qs, k, 0.0f);
-    }
+    byte_levels<N>(qs, 0.0f, lv);
     return k_scale_min(block, s);
   }
 };
@@ -229,9 +226,7 @@ struct Format<13> {
     for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bit s of qh, nibble (s & 1) of qs
       qs[w] = ((qs[w] >> shift) & 0x0F0F0F0Fu) | (((qh[w] >> s) & 0x01010101u) << 4);
     }
-    for (int k = 0; k < N; ++k) {
-      lv[k] = byte_level(qs, k, 0.0f);
-    }
+    byte_levels<N>(qs, 0.0f, lv);
     return k_scale_min(block, s);
   }
 };
@@ -256,9 +251,7 @@ struct Format<14> {
     for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bits qh_shift, +1 of qh, nibble of ql
       ql[w] = ((ql[w] >> ql_shift) & 0x0F0F0F0Fu) | (((qh[w] >> qh_shift) & 0x03030303u) << 4);
     }
-    for (int k = 0; k < N; ++k) {
-      lv[k] = byte_level(ql, k, 32.0f);
-    }
+    byte_levels<N>(ql, 32.0f, lv);
     return Affine{f16_at(block + 208) * level(uint32_t(block[192 + j / 16]) ^ 0x80u, 128.0f), 0.0f};
   }
 };
