@@ -3,8 +3,10 @@
 Glimmer's head by default: dims 6,656, vocab 202,048, Q4_K (random bytes with small finite
 scales: timing does not depend on the values), x float16 (float32 on a CPU) of 1, 4, 16, 512 and 4,096 rows.
 Columns (median ms per call over --reps calls, each call built and mx.eval'd, after a warm-up):
-- ``as_linear``: the public call (streamed kernel for rows <= MATVEC_MAX_ROWS on a GPU, else tiled);
-- ``streamed``: the matvec kernel alone (GPU only), for choosing MATVEC_MAX_ROWS;
+- ``as_linear``: the public call (streamed on a GPU up to MATVEC_MAX_ROWS rows, or MMA_MAX_ROWS
+  where the matrix units take them, else tiled);
+- ``streamed``: the streaming kernels alone (GPU only, up to 256 rows: matvec, or mma from
+  MMA_MIN_ROWS on CUDA), for choosing those limits;
 - ``tiled@R``: the tiled path with R vocab rows per tile, for choosing TILE_ROWS;
 - ``mlx q4``: ``mlx.nn.QuantizedEmbedding(bits=4, group_size=64).as_linear`` (scales in x's dtype);
 - ``mlx f16``: ``mlx.nn.Embedding.as_linear`` with a float16 table.
@@ -44,7 +46,7 @@ def mlx_heads(vocab: int, dims: int, dtype: mx.Dtype):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--small", action="store_true", help="dims 1,024, vocab 8,192 (quick, CPU-friendly)")
-    p.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 512, 4096])
+    p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 16, 64, 128, 256, 512, 4096])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], help="x's dtype; default float16 on "
                    "a GPU, float32 on the CPU (MLX's CPU float16 matmuls are slow: they would time the CPU, not the head)")
@@ -73,9 +75,11 @@ def main() -> None:
     rng = np.random.default_rng(1)
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
-        ms = {name: 1e3 * median_seconds(lambda i: (x,), head, args.reps) for name, head in heads_by_name.items()}
+        ms = {name: 1e3 * median_seconds(lambda i: (x,), head, args.reps) if name != "streamed" or n <= 256 else None
+              for name, head in heads_by_name.items()}
         results["runs"].append({"rows": n, "ms": ms})
-        rows.append([n, *(f"{t:.3f}" for t in ms.values()), f"{table.nbytes / ms['as_linear'] / 1e6:.3g}"])
+        rows.append([n, *("-" if t is None else f"{t:.3f}" for t in ms.values()),
+                     f"{table.nbytes / ms['as_linear'] / 1e6:.3g}"])
         print(*rows[-1], sep="\t", flush=True)
 
     table_md = markdown(["rows", *(f"{name} ms" for name in heads_by_name), "GB/s"], rows)
@@ -83,6 +87,7 @@ def main() -> None:
         f"\n\nBackend `{backend}`, median of {args.reps} calls after a warm-up. Q4_K table: "
         f"{table.nbytes / 2**20:.1f} MiB; GB/s = table bytes / as_linear time; copy bandwidth (float32 "
         f"elementwise, read + write): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, "
+        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {linear.MMA_MIN_ROWS}, {linear.MMA_MAX_ROWS}, "
         f"TILE_ROWS = {linear.TILE_ROWS}."
     )
     stem = "as_linear_small" if args.small else "as_linear"

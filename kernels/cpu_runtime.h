@@ -20,6 +20,7 @@ struct Warp {
   std::mutex mutex;
   std::condition_variable cv;
   float slots[warp_lanes];
+  uint32_t fragments[warp_lanes][6];  // warp_mma: each lane's a[4], b[2]
   uint32_t arrived = 0, generation = 0;
   bool diverged = false;
 
@@ -54,6 +55,30 @@ inline float warp_sum(float v) {
   }
   w.barrier();
   return sum;
+}
+
+// d[0..3] += A B, a 16 x 8 x 16 multiply with PTX mma.sync's fragment layout (prelude_cuda.h:
+// muser_mma), sums in k order in float32; to_float(bits) reads one 16-bit element.
+template <typename ToFloat>
+inline void warp_mma(const uint32_t* a, const uint32_t* b, float* d, ToFloat to_float) {
+  Warp& w = *lane.warp;
+  for (int k = 0; k < 4; ++k) w.fragments[lane.index][k] = a[k];
+  for (int k = 0; k < 2; ++k) w.fragments[lane.index][4 + k] = b[k];
+  w.barrier();
+  auto element = [&](uint32_t owner, int word, uint32_t k) {
+    return to_float(uint16_t(w.fragments[owner][word] >> (16 * (k % 2))));
+  };
+  const uint32_t g = lane.index / 4, t = lane.index % 4;
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    for (uint32_t k = 0; k < 16; ++k) {
+      const uint32_t slot = (k % 8) / 2;  // A[row][k] is in lane row % 8 * 4 + slot, B[k][col] in col * 4 + slot
+      const float A = element(row % 8 * 4 + slot, int(row / 8 + 2 * (k / 8)), k);
+      const float B = element(col * 4 + slot, int(4 + k / 8), k);
+      d[e] += A * B;
+    }
+  }
+  w.barrier();
 }
 
 // kernel(t) for t < thread_count (a multiple of 32), each warp of 32 consecutive t concurrently.

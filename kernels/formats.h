@@ -7,6 +7,7 @@
 // float32 values. The LM head instead sums x * lv and applies scale and offset once per run.
 // N is 1, 2, 4, 8 or 16 and i % N == 0, so the N values never straddle a block, a sub-block
 // of 16 values, or a run of same-nibble values (every quantized layout runs in multiples of 16).
+// A quantized format's affine_values (16 or 32) is the length of its runs of one scale and offset.
 // Arithmetic follows ggml (and gguf-py): scale and offset are ggml's per-run factors, each
 // product is exact in float32 (Q6_K's rounds once, as in ggml), so decode is bit-identical to
 // ggml's float32 dequantization whatever the order or FMA contraction.
@@ -70,6 +71,22 @@ struct Affine {
 
 template <int GGML_TYPE>
 struct Format;
+
+// A quantized format F gives each value's level as a byte, level = byte - F::zero with the byte
+// below 2^F::level_bits: F::level_bytes<N>(row, i, w) writes bytes of values i .. i+N-1 into
+// words w[0 .. (N+3)/4 - 1] (value k in byte k % 4 of w[k / 4]) and returns their Affine.
+// levels<N> follows from it (each byte's level by byte_levels); so do the matrix unit's
+// 16-bit levels (kernels/mma.h).
+template <typename F>
+struct ByteLevels {
+  template <int N, typename P>
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+    uint32_t w[(N + 3) / 4];
+    const Affine a = F::template level_bytes<N>(row, i, w);
+    byte_levels<N>(w, float(F::zero), lv);
+    return a;
+  }
+};
 
 template <typename F, int N, typename P>
 MUSER_FN void decode(P row, uint32_t i, MUSER_LOCAL float* v) {
@@ -137,18 +154,16 @@ struct Format<30> {
 //   0-1 d (f16)   2-17 qs: value j (j < 16) is the low nibble of qs[j], value 16 + j the high one
 //   value = d * (q - 8)
 template <>
-struct Format<2> {
-  enum { block_values = 32, block_bytes = 18 };
+struct Format<2> : ByteLevels<Format<2>> {
+  enum { block_values = 32, block_bytes = 18, affine_values = 32, level_bits = 4, zero = 8 };
   template <int N, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / 32) * 18;
     uint32_t j = i % 32, shift = (j / 16) * 4;
-    uint32_t qs[(N + 3) / 4];
-    bytes_at<N, 2>(block + 2 + j % 16, qs);
-    for (int w = 0; w < (N + 3) / 4; ++w) {
-      qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
+    bytes_at<N, 2>(block + 2 + j % 16, w);
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = (w[k] >> shift) & 0x0F0F0F0Fu;
     }
-    byte_levels<N>(qs, 8.0f, lv);
     return Affine{f16_at(block), 0.0f};
   }
 };
@@ -156,17 +171,15 @@ struct Format<2> {
 // Q8_0: 32 values in 34 bytes (blocks 2-byte aligned).
 //   0-1 d (f16)   2-33 qs (int8; byte ^ 0x80 = q + 128)   value = q * d
 template <>
-struct Format<8> {
-  enum { block_values = 32, block_bytes = 34 };
+struct Format<8> : ByteLevels<Format<8>> {
+  enum { block_values = 32, block_bytes = 34, affine_values = 32, level_bits = 8, zero = 128 };
   template <int N, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / 32) * 34;
-    uint32_t qs[(N + 3) / 4];
-    bytes_at<N, 2>(block + 2 + i % 32, qs);
-    for (int w = 0; w < (N + 3) / 4; ++w) {
-      qs[w] ^= 0x80808080u;
+    bytes_at<N, 2>(block + 2 + i % 32, w);
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] ^= 0x80808080u;
     }
-    byte_levels<N>(qs, 128.0f, lv);
     return Affine{f16_at(block), 0.0f};
   }
 };
@@ -193,18 +206,16 @@ MUSER_FN Affine k_scale_min(P block, uint32_t s) {
 //   0-15 head (above)   16-143 qs
 //   sub-block s (values 32s .. 32s+31) reads nibble (s & 1) of qs[32 * (s / 2) + 0..31]
 template <>
-struct Format<12> {
-  enum { block_values = 256, block_bytes = 144 };
+struct Format<12> : ByteLevels<Format<12>> {
+  enum { block_values = 256, block_bytes = 144, affine_values = 32, level_bits = 4, zero = 0 };
   template <int N, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / 256) * 144;
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
-    uint32_t qs[(N + 3) / 4];
-    bytes_at<N, N>(block + 16 + 32 * (s / 2) + j % 32, qs);
-    for (int w = 0; w < (N + 3) / 4; ++w) {
-      qs[w] = (qs[w] >> shift) & 0x0F0F0F0Fu;
+    bytes_at<N, N>(block + 16 + 32 * (s / 2) + j % 32, w);
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = (w[k] >> shift) & 0x0F0F0F0Fu;
     }
-    byte_levels<N>(qs, 0.0f, lv);
     return k_scale_min(block, s);
   }
 };
@@ -214,19 +225,18 @@ struct Format<12> {
 //   level of value 32s + l (l = 0..31), 5 bits:
 //     q = h llll   h: bit s of qh[l]   llll: nibble (s & 1) of qs[32 * (s / 2) + l] (as Q4_K)
 template <>
-struct Format<13> {
-  enum { block_values = 256, block_bytes = 176 };
+struct Format<13> : ByteLevels<Format<13>> {
+  enum { block_values = 256, block_bytes = 176, affine_values = 32, level_bits = 5, zero = 0 };
   template <int N, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / 256) * 176;
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
-    uint32_t qh[(N + 3) / 4], qs[(N + 3) / 4];
+    uint32_t qh[(N + 3) / 4];
     bytes_at<N, N>(block + 16 + j % 32, qh);
-    bytes_at<N, N>(block + 48 + 32 * (s / 2) + j % 32, qs);
-    for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bit s of qh, nibble (s & 1) of qs
-      qs[w] = ((qs[w] >> shift) & 0x0F0F0F0Fu) | (((qh[w] >> s) & 0x01010101u) << 4);
+    bytes_at<N, N>(block + 48 + 32 * (s / 2) + j % 32, w);
+    for (int k = 0; k < (N + 3) / 4; ++k) {  // per byte: bit s of qh, nibble (s & 1) of qs
+      w[k] = ((w[k] >> shift) & 0x0F0F0F0Fu) | (((qh[k] >> s) & 0x01010101u) << 4);
     }
-    byte_levels<N>(qs, 0.0f, lv);
     return k_scale_min(block, s);
   }
 };
@@ -238,20 +248,19 @@ struct Format<13> {
 //                   llll: nibble (r / 64) of ql[64h + r % 64]
 //   value = (d * scale[(128h + r) / 16]) * (q - 32)
 template <>
-struct Format<14> {
-  enum { block_values = 256, block_bytes = 210 };
+struct Format<14> : ByteLevels<Format<14>> {
+  enum { block_values = 256, block_bytes = 210, affine_values = 16, level_bits = 6, zero = 32 };
   template <int N, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / 256) * 210;
     uint32_t j = i % 256, h = j / 128, r = j % 128;
     uint32_t ql_shift = (r / 64) * 4, qh_shift = (r / 32) * 2;
-    uint32_t ql[(N + 3) / 4], qh[(N + 3) / 4];
-    bytes_at<N, 2>(block + 64 * h + r % 64, ql);
+    uint32_t qh[(N + 3) / 4];
+    bytes_at<N, 2>(block + 64 * h + r % 64, w);
     bytes_at<N, 2>(block + 128 + 32 * h + r % 32, qh);
-    for (int w = 0; w < (N + 3) / 4; ++w) {  // per byte: bits qh_shift, +1 of qh, nibble of ql
-      ql[w] = ((ql[w] >> ql_shift) & 0x0F0F0F0Fu) | (((qh[w] >> qh_shift) & 0x03030303u) << 4);
+    for (int k = 0; k < (N + 3) / 4; ++k) {  // per byte: bits qh_shift, +1 of qh, nibble of ql
+      w[k] = ((w[k] >> ql_shift) & 0x0F0F0F0Fu) | (((qh[k] >> qh_shift) & 0x03030303u) << 4);
     }
-    byte_levels<N>(ql, 32.0f, lv);
     return Affine{f16_at(block + 208) * level(uint32_t(block[192 + j / 16]) ^ 0x80u, 128.0f), 0.0f};
   }
 };

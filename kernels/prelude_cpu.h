@@ -52,3 +52,29 @@ inline void muser_store(T* dst, const float* v) {
 }
 
 inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }
+
+// ---- the matrix unit (kernels/mma.h), emulated: muser_cpu::warp_mma. H is _Float16 or
+// muser_bfloat16 (the type of x); muser_level_pairs as in prelude_cuda.h, by way of float.
+inline uint16_t muser_bits(float v, const _Float16*) {
+  _Float16 h = _Float16(v);
+  uint16_t bits;
+  std::memcpy(&bits, &h, 2);
+  return bits;
+}
+inline uint16_t muser_bits(float v, const muser_bfloat16*) { return muser_bfloat16(v).bits; }
+
+inline float muser_from_bits(uint16_t bits, const _Float16*) { return muser_f16_bits_to_float(bits); }
+inline float muser_from_bits(uint16_t bits, const muser_bfloat16*) { return muser_f32_bits_to_float(uint32_t(bits) << 16); }
+
+template <int BITS, int ZERO, typename H>
+inline void muser_level_pairs(uint32_t w, const H* tag, uint32_t* pairs) {
+  for (int k = 0; k < 2; ++k) {
+    const float lo = float(int((w >> (16 * k)) & 255u) - ZERO), hi = float(int((w >> (16 * k + 8)) & 255u) - ZERO);
+    pairs[k] = uint32_t(muser_bits(lo, tag)) | uint32_t(muser_bits(hi, tag)) << 16;
+  }
+}
+
+template <typename H>
+inline void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const H* tag) {
+  muser_cpu::warp_mma(a, b, d, [&](uint16_t bits) { return muser_from_bits(bits, tag); });
+}

@@ -24,11 +24,14 @@ import numpy as np
 
 from muser_mlx.backends.kernel import (
     METAL,
+    MMA_ROWS,
     WARP,
     gather_constants,
     kernel_source,
     matvec_constants,
     matvec_threads,
+    mma_constants,
+    mma_operands,
     values_per_thread,
 )
 
@@ -210,3 +213,30 @@ def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.arra
     source = matvec_metal_source(table, x, capfd)
     call = "drive(&KERNEL, table, x, shape, out, uint3{t, 0, 0}, uint3{grid, 1, 1})"
     return _run_matvec(_metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
+
+
+# ---- mma: the matvec on the (emulated) matrix unit, prelude_cpu.h's muser_mma
+
+_MMA_RUN = """
+extern "C" int run(const void* table, const void* xh, const void* x_sums, uint32_t n, void* out, uint32_t grid) {{
+  return muser_cpu::run_warps(grid, [&](uint32_t t) {{ {call}; }}) ? 1 : 0;
+}}
+"""
+
+
+def cpu_mma(table, x: mx.array, warps: int | None = None, tiles: tuple[int, int] | None = None) -> mx.array:
+    """kernels/mma.h through prelude_cpu.h on ``mma_operands(x)``, ``warps`` warps of 32 threads
+    (default: the package's grid), ``tiles`` = (VTILES, XTILES) (default: the package's)."""
+    k = dict(mma_constants(table, x, tiles))
+    xh, x_sums = mma_operands(x, k["XTILES"])
+    h_type, out_type = C_TYPES[xh.dtype][0], C_TYPES[x.dtype][0]
+    args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['PARTS']}, {k['VTILES']}, {k['XTILES']}"
+    call = (f"muser::mma_matvec<{args}>((const uint8_t*)table, (const {h_type}*)xh, (const float*)x_sums, n, "
+            f"({out_type}*)out, t, grid)")
+    lib = _cpu_lib("mma.h", _MMA_RUN.format(call=call))
+    out = np.empty((xh.shape[1], table.vocab), C_TYPES[x.dtype][1])
+    threads = (warps or -(-table.vocab // (MMA_ROWS * k["VTILES"]))) * WARP
+    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(xh)), _ptr(_host(x_sums)), ctypes.c_uint32(xh.shape[1]), _ptr(out),
+                 ctypes.c_uint32(threads))
+    assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_mma calls"
+    return _result(out[: x.shape[0]], x.dtype)

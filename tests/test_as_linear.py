@@ -19,12 +19,16 @@ import pytest
 from conftest import fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_harness import cpu_matvec, metal_matvec
+from kernel_harness import cpu_matvec, cpu_mma, metal_matvec
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx import linear
 from muser_mlx.backends import _GPU_BACKEND
+from muser_mlx.backends.kernel import mma_operands
+
+QUANTIZED = sorted(q for q, f in FORMATS.items() if f.block_values > 1)
+MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
 
 X_DTYPES = {mx.float32: 1e-5, mx.float16: 2 * 2.0**-10, mx.bfloat16: 2 * 2.0**-7}
 SMALLEST_NORMAL = {mx.float32: 2.0**-126, mx.float16: 2.0**-14, mx.bfloat16: 2.0**-126}
@@ -59,9 +63,9 @@ def assert_close(out: mx.array, x: mx.array, W: np.ndarray) -> None:
 
 
 @st.composite
-def problems(draw, max_vocab=40, max_rows=12, ndims=(1, 2, 3)):
-    """(table, raw bytes, x): moderate random table of any format, x of 1 to 3 dims."""
-    qtype = draw(st.sampled_from(sorted(FORMATS)))
+def problems(draw, max_vocab=40, max_rows=12, ndims=(1, 2, 3), qtypes=tuple(sorted(FORMATS))):
+    """(table, raw bytes, x): moderate random table of any of ``qtypes``, x of 1 to 3 dims."""
+    qtype = draw(st.sampled_from(qtypes))
     block = FORMATS[qtype].block_values
     dims = block * draw(st.integers(1, 3)) if block > 1 else draw(st.sampled_from([1, 3, 8, 24, 64]))
     vocab = draw(st.integers(1, max_vocab))
@@ -98,6 +102,30 @@ def test_cpu_matvec_kernel(problem, warps, values):
     assert_close(cpu_matvec(table, x, warps, values), x, dequantized(data, table.qtype))
 
 
+@settings(deadline=None, max_examples=10)
+@given(problems(max_vocab=70, max_rows=20, ndims=(2,), qtypes=QUANTIZED), st.integers(1, 3), st.sampled_from(MMA_TILES))
+def test_cpu_mma_kernel(problem, warps, tiles):
+    """kernels/mma.h, CPU dialect (the warp multiply emulated with PTX's fragment layout); up to
+    70 table rows: 1-3 warps of 16-64 rows grid-stride or idle; 1-20 rows of x: 1-3 passes."""
+    table, data, x = problem
+    assert_close(cpu_mma(table, x, warps, tiles), x, dequantized(data, table.qtype))
+
+
+@settings(deadline=None, max_examples=50)
+@given(st.lists(st.floats(-(2.0**100), 2.0**100, width=32).filter(lambda v: v == 0 or abs(v) > 2.0**-100),
+                min_size=16, max_size=16))
+def test_float32_x_is_three_exact_bfloat16_terms(values):
+    """The matrix units take float32 x as bfloat16 terms that sum to it exactly."""
+    x = mx.array(np.array(values, np.float32).reshape(1, 16))
+    xh, x_sums = mma_operands(x, 1)
+    assert xh.shape == (3, 8, 16) and xh.dtype == mx.bfloat16
+    terms = np.array(xh.astype(mx.float32)).astype(np.float64)
+    assert np.array_equal(terms[:, 0].sum(axis=0), np.array(values, np.float64))
+    assert not terms[:, 1:].any()  # the padding rows
+    v = np.array(values, np.float64)
+    assert x_sums.shape == (1, 8) and abs(np.array(x_sums)[0, 0] - v.sum()) <= 16 * 2.0**-24 * np.abs(v).sum()
+
+
 @settings(deadline=None, max_examples=6, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(problems(max_vocab=12, max_rows=11, ndims=(2,)), st.integers(1, 14))
 def test_generated_metal_matvec_kernel(capfd, problem, warps):
@@ -110,12 +138,12 @@ def test_generated_metal_matvec_kernel(capfd, problem, warps):
 @pytest.mark.parametrize("rows", [1, 5, 8, 9, 40])
 def test_real_table_relative_error(rows):
     """tiny-llama's Q4_K token_embd (1,003 x 512, edge-case rows 0-7): per row of logits,
-    max|err| / max|ref| < 1e-5 for float32 x, on the ops path and the CPU-run kernel."""
+    max|err| / max|ref| < 1e-5 for float32 x, on the ops path and the CPU-run kernels."""
     table = Table.from_gguf(fixture("tiny-llama-Q4_K_M.gguf"))
     W = dequantized(np.array(table.data), table.qtype)
     x = mx.array(np.random.default_rng(rows).standard_normal((rows, table.dims)).astype(np.float32))
     ref = np.array(x).astype(np.float64) @ W.T
-    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4)):
+    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4), cpu_mma(table, x, warps=4)):
         err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
@@ -191,6 +219,23 @@ def test_gpu_matvec_every_format_and_pass_width(qtype):
     for n in (1, 2, 3, 8, 13, 16):
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
         assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the matrix-unit kernel)")
+@pytest.mark.parametrize("qtype", QUANTIZED)
+def test_gpu_mma_every_format_dtype_and_tiling(qtype):
+    """The matrix-unit kernel for every quantized format and x dtype, partial passes and a
+    vocab no tiling divides evenly."""
+    rng = np.random.default_rng(9)
+    data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
+    table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+    backend = muser_mlx.backends.BACKENDS["cuda"]
+    for dtype in X_DTYPES:
+        for n in (1, 3, 9, 16, 17, 40):
+            x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
+            for tiles in MMA_TILES:
+                assert_close(backend.mma(table, x, tiles), x, W)
 
 
 @pytest.mark.gpu

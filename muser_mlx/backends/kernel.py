@@ -15,6 +15,10 @@ import mlx.core as mx
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
+MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
+# Tiles of MMA_ROWS table rows per warp: the fastest of 1, 2 and 4 at 8 and 16 rows of x on an
+# H200 (benchmarks/results/mma_tiles_gpu.md).
+MMA_VTILES = 4
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
 # Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
 # an H200 sweep of the previous decoders picked the same).
@@ -120,17 +124,52 @@ def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | N
     )
 
 
+def mma_tiles(n: int) -> tuple[int, int]:
+    """Tiles of the matrix-unit matvec (kernels/mma.h): VTILES of 16 table rows per warp and
+    XTILES of 8 rows of x per pass."""
+    return MMA_VTILES, 1 if n <= MMA_COLS else 2
+
+
+def mma_operands(x: mx.array, xtiles: int) -> tuple[mx.array, mx.array]:
+    """x [n, dims] -> kernels/mma.h's inputs: xh [parts, n', dims] in the multiply's 16-bit
+    type and x_sums [dims / 16, n'] float32 (x's sums over each 16 values), n' = n rounded up to
+    whole passes of ``8 * xtiles`` rows with zero rows. float16 and bfloat16 x are their own single
+    part; float32 x is three bfloat16 terms, each the rounding of what the ones before leave
+    (exact differences: the terms sum to x exactly, barring underflow)."""
+    n, dims = x.shape
+    x = mx.pad(x, [(0, -n % (MMA_COLS * xtiles)), (0, 0)])
+    if x.dtype == mx.float32:
+        parts, rest = [], x
+        for _ in range(3):
+            parts.append(rest.astype(mx.bfloat16))
+            rest = rest - parts[-1].astype(mx.float32)
+        xh = mx.stack(parts)
+    else:
+        xh = x[None]
+    return xh, x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
+
+
+def mma_constants(table, x: mx.array, tiles: tuple[int, int] | None = None) -> tuple[tuple[str, object], ...]:
+    """The matrix-unit matvec's constants: PARTS (3 bfloat16 terms for float32 x, else 1) and
+    (VTILES, XTILES) = ``tiles`` (default ``mma_tiles(n)``); x's dtype names the kernel."""
+    parts = 3 if x.dtype == mx.float32 else 1
+    vtiles, xtiles = tiles or mma_tiles(x.shape[0])
+    return (*table_constants(table), ("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("X", x.dtype))
+
+
 def matvec_threads(vocab: int, vrows: int) -> int:
     """One warp per ``vrows`` vocab rows, grid-striding beyond MAX_THREADS."""
     return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
 class DeviceBackend:
-    """A GPU dialect's kernels: the gather (rows of the table, ``bind``) and the matvec (logits)."""
+    """A GPU dialect's kernels: the gather (rows of the table, ``bind``), the matvec (logits) and,
+    where the prelude has a warp matrix multiply (``matrix_units``), the matvec on it."""
 
-    def __init__(self, dialect: str, register):
+    def __init__(self, dialect: str, register, matrix_units: bool):
         self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
+        self.mma_kernel = DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register) if matrix_units else None
 
     def bind(self, table, dtype: mx.Dtype):
         """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
@@ -171,5 +210,21 @@ class DeviceBackend:
         )[0]
 
 
-METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)
-CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel)
+    def mma(self, table, x: mx.array, tiles: tuple[int, int] | None = None) -> mx.array:
+        """As :meth:`matvec`, on the matrix units (``mma_kernel``; quantized tables only), with
+        ``tiles`` = (VTILES, XTILES) as in :func:`mma_constants`."""
+        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims and table.format.block_values > 1
+        constants = mma_constants(table, x, tiles)
+        k = dict(constants)
+        xh, x_sums = mma_operands(x, k["XTILES"])
+        return self.mma_kernel.for_constants(constants)(
+            inputs=[table.data, xh, x_sums],
+            grid=(matvec_threads(table.vocab, MMA_ROWS * k["VTILES"]), 1, 1),
+            threadgroup=(THREADGROUP, 1, 1),
+            output_shapes=[(xh.shape[1], table.vocab)],
+            output_dtypes=[x.dtype],
+        )[0][: x.shape[0]]
+
+
+METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel, matrix_units=False)
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=True)

@@ -1,0 +1,60 @@
+"""Tuning the LM head on matrix units (kernels/mma.h): table rows per warp (VTILES tiles of 16)
+and rows of x per pass (XTILES tiles of 8), timed on a CUDA GPU at Glimmer's shape (dims 6,656,
+vocab 202,048), beside the lane-wise matvec (kernels/matvec.h, its own tuned layout).
+
+For each format, x dtype and row count n of x: the median time of one call per evaluation for
+each (VTILES, XTILES), with the GB/s of the table bytes it streams (ceil(n / (8 * XTILES))
+passes) against the copy bandwidth of the same run. backends/kernel.py's MMA_VTILES and
+mma_tiles, and linear.py's MMA_MIN_ROWS, take the fastest.
+
+    python benchmarks/mma_tuning.py [--rows 1 2 8 16] [--formats Q4_K Q6_K] [--dtypes float16]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import mlx.core as mx
+import numpy as np
+
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
+from muser_mlx import Table, backends
+
+TILES = [(v, x) for v in (1, 2, 4) for x in (1, 2)]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 8, 16])
+    p.add_argument("--formats", nargs="+", default=["Q4_K", "Q6_K"])
+    p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"])
+    p.add_argument("--reps", type=int, default=10)
+    args = p.parse_args()
+    dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
+    device = backends.BACKENDS["cuda"]
+    copy = copy_bandwidth()
+    rng = np.random.default_rng(0)
+    rows, runs = [], []
+    for qtype in args.formats:
+        table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        mx.eval(table.data)
+        for dtype in args.dtypes:
+            for n in args.rows:
+                x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, dtype))
+                layouts = {f"{v} x {k}": (lambda x, t=(v, k): device.mma(table, x, t), -(-n // (8 * k)))
+                           for v, k in TILES if k == 1 or n > 8}
+                layouts["matvec"] = (lambda x: device.matvec(table, x), -(-n // 8))
+                for name, (call, passes) in layouts.items():
+                    seconds = median_seconds(lambda i: (x,), call, args.reps)
+                    runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))
+                    rows.append([qtype, dtype, n, name, f"{seconds * 1e3:.3f}",
+                                 f"{100 * table.nbytes * passes / seconds / copy:.0f}%"])
+                    print(*rows[-1], sep="\t", flush=True)
+    md = markdown(["format", "x", "n", "VTILES x XTILES", "ms", "of copy"], rows)
+    md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy "
+           "(matvec: ceil(n / 8) passes). Median of --reps calls, one per evaluation.")
+    print(save("mma_tuning", "LM head on matrix units: VTILES x XTILES", md, {"copy_bytes_per_s": copy, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()
