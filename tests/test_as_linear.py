@@ -210,15 +210,18 @@ def test_gpu_streamed_and_tiled(rows, dtype):
 @pytest.mark.parametrize("qtype", sorted(FORMATS))
 def test_gpu_matvec_every_format_and_pass_width(qtype):
     """Every format at the layouts the package picks for 1-16 rows of x (partial last passes
-    included), a vocab no layout divides evenly."""
+    included), a vocab no layout divides evenly: the streamed path (the matrix units from 2 rows
+    of a quantized table on CUDA) and the lane-wise matvec."""
     rng = np.random.default_rng(7)
     dims = 512
     data = moderate(random_table_bytes(rng, qtype, 1001, dims), qtype)
     table = Table.from_bytes(data, qtype, dims)
     W = dequantized(data, qtype)
+    backend = muser_mlx.backends.BACKENDS[_GPU_BACKEND]
     for n in (1, 2, 3, 8, 13, 16):
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
         assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
+        assert_close(backend.matvec(table, x), x, W)
 
 
 @pytest.mark.gpu
