@@ -87,7 +87,7 @@ def main() -> None:
         f"\n\nBackend `{backend}`, median of {args.reps} calls after a warm-up. Q4_K table: "
         f"{table.nbytes / 2**20:.1f} MiB; GB/s = table bytes / as_linear time; copy bandwidth (float32 "
         f"elementwise, read + write): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, "
-        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {linear.MMA_MIN_ROWS}, {linear.MMA_MAX_ROWS}, "
+        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {linear.MMA_MIN_ROWS[dtype]}, {linear.MMA_MAX_ROWS}, "
         f"TILE_ROWS = {linear.TILE_ROWS}."
     )
     stem = "as_linear_small" if args.small else "as_linear"

@@ -4,7 +4,7 @@ Two paths, one result (float32 accumulation either way, up to summation order):
 - streamed (GPU kernels, few rows of x: decode): the quantized table is read once per pass and
   dequantized on the fly; no float copy of any part of the table exists. One row of x (and every
   row on Metal, or for a float table) takes ``kernels/matvec.h``, a lane's multiply-adds; from
-  two rows a quantized table on CUDA takes ``kernels/mma.h``, the warp matrix multiply.
+  ``MMA_MIN_ROWS`` rows a quantized table on CUDA takes ``kernels/mma.h``, warp matrix multiplies.
 - tiled (long x on the GPU: prefill; every x on the ``ops`` backend): ``TILE_ROWS`` vocab rows at
   a time are dequantized with the backend's gather into x's dtype and multiplied with MLX's
   matmul, and the logits concatenated; at most one tile of floats is alive at a time.
@@ -23,10 +23,13 @@ from .gguf import open_gguf
 log = logging.getLogger("muser_mlx")
 
 # Rows of x up to which a GPU backend streams the table rather than tiling it: by matvec, or for a
-# quantized table on a backend with matrix units (CUDA) by mma from MMA_MIN_ROWS to MMA_MAX_ROWS.
-# Set from the GPU measurements of benchmarks/as_linear.py.
+# quantized table on a backend with matrix units (CUDA) by mma from MMA_MIN_ROWS (by x's dtype:
+# float32 x costs three multiplies) to MMA_MAX_ROWS. Set from the H200 measurements of
+# benchmarks/as_linear.py and benchmarks/mma_tuning.py (float32 x: matvec faster at 2 rows, mma
+# at 8; 4 is between them, not measured).
 MATVEC_MAX_ROWS = 16
-MMA_MIN_ROWS, MMA_MAX_ROWS = 2, 128
+MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
+MMA_MAX_ROWS = 128
 # Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
 # * 2 B = 52 MiB for float16 at Glimmer's width). benchmarks/as_linear.py measures it.
 TILE_ROWS = 4096
@@ -57,23 +60,23 @@ def as_linear(table, x, *, backend: str = "auto") -> mx.array:
     n = flat.shape[0]
     if n == 0:
         logits = mx.zeros((0, table.vocab), x.dtype)
-    elif backend in backends.KERNEL_BACKENDS and n <= (MMA_MAX_ROWS if uses_mma(table, n, backend) else MATVEC_MAX_ROWS):
+    elif backend in backends.KERNEL_BACKENDS and n <= (MMA_MAX_ROWS if uses_mma(table, flat, backend) else MATVEC_MAX_ROWS):
         logits = streamed(table, flat, backend)
     else:
         logits = tiled(table, flat, backend)
     return logits.reshape(*x.shape[:-1], table.vocab)
 
 
-def uses_mma(table, n: int, backend: str) -> bool:
-    """Whether ``n`` rows of x stream through the matrix units (kernels/mma.h)."""
-    quantized = table.format.block_values > 1  # levels exact in 16 bits; the float formats are not
-    return backends.BACKENDS[backend].mma_kernel is not None and quantized and n >= MMA_MIN_ROWS
+def uses_mma(table, x: mx.array, backend: str) -> bool:
+    """Whether ``x [n, dims]`` streams through the matrix units (kernels/mma.h)."""
+    quantized = table.format.block_values > 1  # levels exact in 16 bits; the float formats' values are not
+    return backends.BACKENDS[backend].mma_kernel is not None and quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype]
 
 
 def streamed(table, x: mx.array, backend: str) -> mx.array:
     """``x [n, dims]`` -> ``[n, vocab]`` by the streaming kernels of GPU ``backend``."""
     device = backends.BACKENDS[backend]
-    return device.mma(table, x) if uses_mma(table, x.shape[0], backend) else device.matvec(table, x)
+    return device.mma(table, x) if uses_mma(table, x, backend) else device.matvec(table, x)
 
 
 def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:

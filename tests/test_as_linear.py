@@ -148,6 +148,20 @@ def test_real_table_relative_error(rows):
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
 
+def test_which_kernel_streams():
+    """The matrix units take quantized tables on CUDA from MMA_MIN_ROWS rows of x (float32 x
+    later: three multiplies per product); float tables and Metal keep the lane-wise matvec."""
+    rng = np.random.default_rng(4)
+    q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
+    f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
+    for dtype, first in linear.MMA_MIN_ROWS.items():
+        assert not linear.uses_mma(q4k, mx.zeros((first - 1, 256), dtype), "cuda")
+        assert linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "cuda")
+        assert not linear.uses_mma(f16, mx.zeros((first, 256), dtype), "cuda")
+        assert not linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "metal")
+    assert linear.MMA_MIN_ROWS[mx.float32] > linear.MMA_MIN_ROWS[mx.float16] > 1
+
+
 def test_module_and_function_agree_under_compile():
     rng = np.random.default_rng(7)
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 300, 512), "Q4_K", 512)
