@@ -70,7 +70,7 @@ def as_linear(table, x, *, backend: str = "auto") -> mx.array:
 def uses_mma(table, x: mx.array, backend: str) -> bool:
     """Whether ``x [n, dims]`` streams through the matrix units (kernels/mma.h)."""
     quantized = table.format.block_values > 1  # levels exact in 16 bits; the float formats' values are not
-    return backends.BACKENDS[backend].mma_kernel is not None and quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype]
+    return quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype] and backends.BACKENDS[backend].matrix_units()
 
 
 def streamed(table, x: mx.array, backend: str) -> mx.array:

@@ -148,9 +148,11 @@ def test_real_table_relative_error(rows):
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
 
-def test_which_kernel_streams():
-    """The matrix units take quantized tables on CUDA from MMA_MIN_ROWS rows of x (float32 x
-    later: three multiplies per product); float tables and Metal keep the lane-wise matvec."""
+def test_which_kernel_streams(monkeypatch):
+    """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
+    rows of x (float32 x later: three multiplies per product); float tables, older GPUs and Metal
+    keep the lane-wise matvec."""
+    monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 9)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
@@ -160,6 +162,8 @@ def test_which_kernel_streams():
         assert not linear.uses_mma(f16, mx.zeros((first, 256), dtype), "cuda")
         assert not linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "metal")
     assert linear.MMA_MIN_ROWS[mx.float32] > linear.MMA_MIN_ROWS[mx.float16] > 1
+    monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 7)
+    assert not linear.uses_mma(q4k, mx.zeros((16, 256), mx.float16), "cuda")
 
 
 def test_module_and_function_agree_under_compile():

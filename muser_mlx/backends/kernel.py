@@ -8,6 +8,7 @@ at run time, so one kernel serves every batch width.
 from __future__ import annotations
 
 import re
+from functools import cache
 from importlib.resources import files
 
 import mlx.core as mx
@@ -16,8 +17,9 @@ THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
-# Tiles of MMA_ROWS table rows per warp: the fastest of 1, 2 and 4 at 8 and 16 rows of x on an
-# H200 (benchmarks/results/mma_tiles_gpu.md).
+# Tiles of MMA_ROWS table rows per warp: of 1, 2 and 4 the fastest at 16 rows of x for every
+# format and dtype measured, and in 7 of the 12 cases at 2-16 rows (H200,
+# benchmarks/results/mma_tuning_gpu.md).
 MMA_VTILES = 4
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
 # Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
@@ -162,14 +164,22 @@ def matvec_threads(vocab: int, vrows: int) -> int:
     return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
+@cache
+def cuda_compute_capability() -> int:
+    """The CUDA device's major compute capability; 0 without MLX's CUDA backend."""
+    return int(mx.device_info().get("compute_capability_major", 0)) if mx.cuda.is_available() else 0
+
+
 class DeviceBackend:
     """A GPU dialect's kernels: the gather (rows of the table, ``bind``), the matvec (logits) and,
-    where the prelude has a warp matrix multiply (``matrix_units``), the matvec on it."""
+    for a dialect whose prelude has a warp matrix multiply, the matvec on it (``mma``), where
+    ``matrix_units()`` says the device runs it."""
 
-    def __init__(self, dialect: str, register, matrix_units: bool):
+    def __init__(self, dialect: str, register, matrix_units=None):
         self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
-        self.mma_kernel = DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register) if matrix_units else None
+        self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
+        self.matrix_units = matrix_units or (lambda: False)
 
     def bind(self, table, dtype: mx.Dtype):
         """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
@@ -211,7 +221,7 @@ class DeviceBackend:
 
 
     def mma(self, table, x: mx.array, tiles: tuple[int, int] | None = None) -> mx.array:
-        """As :meth:`matvec`, on the matrix units (``mma_kernel``; quantized tables only), with
+        """As :meth:`matvec`, on the matrix units (``matrix_units()``; quantized tables only), with
         ``tiles`` = (VTILES, XTILES) as in :func:`mma_constants`."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims and table.format.block_values > 1
         constants = mma_constants(table, x, tiles)
@@ -226,5 +236,6 @@ class DeviceBackend:
         )[0][: x.shape[0]]
 
 
-METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel, matrix_units=False)
-CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=True)
+METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma in its prelude
+# mma.sync m16n8k16 in float16 and bfloat16: compute capability 8.0 (Ampere) and later.
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=lambda: cuda_compute_capability() >= 8)
