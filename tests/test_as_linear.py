@@ -221,6 +221,7 @@ def test_gpu_streamed_and_tiled(rows, dtype):
         assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
         assert_close(linear.tiled(table, x, _GPU_BACKEND), x, W)
         assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
+        assert_close(mx.compile(lambda x: as_linear(table, x, backend=_GPU_BACKEND))(x), x, W)
 
 
 @pytest.mark.gpu
