@@ -19,6 +19,7 @@ import numpy as np
 
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
 from muser_mlx import Table, backends
+from muser_mlx.backends.kernel import MMA_COLS, rows_per_pass
 
 TILES = [(v, x) for v in (1, 2, 4) for x in (1, 2)]
 
@@ -41,9 +42,9 @@ def main() -> None:
         for dtype in args.dtypes:
             for n in args.rows:
                 x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, dtype))
-                layouts = {f"{v} x {k}": (lambda x, t=(v, k): device.mma(table, x, t), -(-n // (8 * k)))
+                layouts = {f"{v} x {k}": (lambda x, t=(v, k): device.mma(table, x, t), -(-n // (MMA_COLS * k)))
                            for v, k in TILES if k == 1 or n > 8}
-                layouts["matvec"] = (lambda x: device.matvec(table, x), -(-n // 8))
+                layouts["matvec"] = (lambda x: device.matvec(table, x), -(-n // rows_per_pass(n)))
                 for name, (call, passes) in layouts.items():
                     seconds = median_seconds(lambda i: (x,), call, args.reps)
                     runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))
@@ -52,7 +53,7 @@ def main() -> None:
                     print(*rows[-1], sep="\t", flush=True)
     md = markdown(["format", "x", "n", "VTILES x XTILES", "ms", "of copy"], rows)
     md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy "
-           "(matvec: ceil(n / 8) passes). Median of --reps calls, one per evaluation.")
+           "(matvec: ceil(n / rows_per_pass(n)) passes). Median of --reps calls, one per evaluation.")
     print(save("mma_tuning", "LM head on matrix units: VTILES x XTILES", md, {"copy_bytes_per_s": copy, "runs": runs}))
 
 

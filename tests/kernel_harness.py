@@ -235,7 +235,7 @@ def cpu_mma(table, x: mx.array, warps: int | None = None, tiles: tuple[int, int]
             f"({out_type}*)out, t, grid)")
     lib = _cpu_lib("mma.h", _MMA_RUN.format(call=call))
     out = np.empty((xh.shape[1], table.vocab), C_TYPES[x.dtype][1])
-    threads = (warps or -(-table.vocab // (MMA_ROWS * k["VTILES"]))) * WARP
+    threads = warps * WARP if warps else matvec_threads(table.vocab, MMA_ROWS * k["VTILES"])
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(xh)), _ptr(_host(x_sums)), ctypes.c_uint32(xh.shape[1]), _ptr(out),
                  ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_mma calls"

@@ -17,6 +17,7 @@ THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
+FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
 # Tiles of MMA_ROWS table rows per warp: of 1, 2 and 4 the fastest at 16 rows of x for every
 # format and dtype measured, and in 7 of the 12 cases at 2-16 rows (H200,
 # benchmarks/results/mma_tuning_gpu.md).
@@ -136,13 +137,13 @@ def mma_operands(x: mx.array, xtiles: int) -> tuple[mx.array, mx.array]:
     """x [n, dims] -> kernels/mma.h's inputs: xh [parts, n', dims] in the multiply's 16-bit
     type and x_sums [dims / 16, n'] float32 (x's sums over each 16 values), n' = n rounded up to
     whole passes of ``8 * xtiles`` rows with zero rows. float16 and bfloat16 x are their own single
-    part; float32 x is three bfloat16 terms, each the rounding of what the ones before leave
+    part; float32 x is FLOAT32_PARTS bfloat16 terms, each the rounding of what the ones before leave
     (exact differences: the terms sum to x exactly, barring underflow)."""
     n, dims = x.shape
     x = mx.pad(x, [(0, -n % (MMA_COLS * xtiles)), (0, 0)])
     if x.dtype == mx.float32:
         parts, rest = [], x
-        for _ in range(3):
+        for _ in range(FLOAT32_PARTS):
             parts.append(rest.astype(mx.bfloat16))
             rest = rest - parts[-1].astype(mx.float32)
         xh = mx.stack(parts)
@@ -152,9 +153,9 @@ def mma_operands(x: mx.array, xtiles: int) -> tuple[mx.array, mx.array]:
 
 
 def mma_constants(table, x: mx.array, tiles: tuple[int, int] | None = None) -> tuple[tuple[str, object], ...]:
-    """The matrix-unit matvec's constants: PARTS (3 bfloat16 terms for float32 x, else 1) and
-    (VTILES, XTILES) = ``tiles`` (default ``mma_tiles(n)``); x's dtype names the kernel."""
-    parts = 3 if x.dtype == mx.float32 else 1
+    """The matrix-unit matvec's constants: PARTS (FLOAT32_PARTS bfloat16 terms for float32 x, else
+    1) and (VTILES, XTILES) = ``tiles`` (default ``mma_tiles(n)``); x's dtype names the kernel."""
+    parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
     vtiles, xtiles = tiles or mma_tiles(x.shape[0])
     return (*table_constants(table), ("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("X", x.dtype))
 
