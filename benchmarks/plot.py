@@ -21,13 +21,13 @@ def plot(path: Path) -> Path:
     series = defaultdict(list)
     for run in data["runs"]:
         if isinstance(run["ids"], int):
-            series[run["name"]].append((run["ids"], run.get("in_flight_bytes_per_s", run.get("bytes_per_s"))))
+            series[run["name"]].append((run["ids"], run.get("queued_bytes_per_s", run.get("bytes_per_s"))))
     fig, ax = plt.subplots(figsize=(8, 5))
     for name, points in series.items():
         xs, ys = zip(*points)
         ax.plot(xs, [y / 1e9 for y in ys], marker="o", label=name)
     ax.axhline(data["copy_bytes_per_s"] / 1e9, color="gray", linestyle="--", label="copy bandwidth")
-    ax.set(xscale="log", xlabel="ids per lookup", ylabel="effective GB/s, lookups in flight (rows read + output written)",
+    ax.set(xscale="log", xlabel="ids per lookup", ylabel="effective GB/s, lookups queued (rows read + output written)",
            title=f"{path.stem}: {data['machine']}")
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
