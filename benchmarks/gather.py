@@ -4,7 +4,7 @@ muser_mlx (float32 out, each format asked for) next to mlx.nn.Embedding (float16
 mlx.nn.QuantizedEmbedding (4-bit), fresh random ids each repetition, plus the device's copy
 bandwidth measured in the same run. Effective bandwidth = (rows read + output written) / time.
 Two timings per batch: one lookup per evaluation (latency: building the lookup's graph, MLX's
-fixed cost of an evaluation and its sync, ~30-40 us on an H100/H200), and QUEUED lookups built
+fixed cost of an evaluation and its sync, 30-60 us on an H100/H200), and QUEUED lookups built
 first and then evaluated together (common.queued_seconds: device time per lookup, the
 throughput a model sees when the lookup is queued with the layers after it, and, apart, the host
 time per lookup spent building its graph).
