@@ -3,8 +3,10 @@ warp (VROWS) and values per lane and step (VALUES), timed on the GPU at Glimmer'
 dims 6,656, vocab 202,048).
 
 For each row count n of x and each (ROWS, VROWS, VALUES) with ROWS * VROWS <= 32: the median time of
-one call per evaluation, and of 4 calls in flight per evaluation (time / 4), with the GB/s of the
-table bytes it streams (n / ROWS passes) against the copy bandwidth of the same run.
+one call per evaluation, and of 4 calls queued (common.queued_seconds: device time per call), with
+the GB/s of the table bytes it streams (n / ROWS passes) against the copy bandwidth of the same
+run. (The recorded H100 sweep, results/matvec_tuning_gpu.md, predates queued_seconds: its "in
+flight" column timed 4 calls built and evaluated inside one timing.)
 backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values take the fastest
 (benchmarks/as_linear.py's streamed column sets linear.MATVEC_MAX_ROWS).
 
@@ -18,10 +20,10 @@ import argparse
 import mlx.core as mx
 import numpy as np
 
-from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 from muser_mlx import Table, backends
 
-IN_FLIGHT = 4
+QUEUED = 4
 
 
 def main() -> None:
@@ -44,13 +46,13 @@ def main() -> None:
                     continue
                 call = lambda x, r=per_pass, v=vrows, k=values: device.matvec(table, x, r, v, k)
                 one = median_seconds(lambda i: (x,), call, args.reps)
-                many = median_seconds(lambda i: (x,) * IN_FLIGHT, lambda *xs: [call(a) for a in xs], args.reps) / IN_FLIGHT
+                many = queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
                 streamed = table.nbytes * -(-n // per_pass)
-                runs.append(dict(n=n, rows=per_pass, vrows=vrows, values=values, seconds=one, in_flight_seconds=many))
+                runs.append(dict(n=n, rows=per_pass, vrows=vrows, values=values, seconds=one, queued_seconds=many))
                 rows.append([n, per_pass, vrows, values, f"{one * 1e3:.3f}", f"{100 * streamed / one / copy:.0f}%",
                              f"{many * 1e3:.3f}", f"{100 * streamed / many / copy:.0f}%"])
                 print(*rows[-1], sep="\t", flush=True)
-    md = markdown(["n", "ROWS", "VROWS", "VALUES", "ms", "of copy", f"ms, {IN_FLIGHT} in flight", "of copy"], rows)
+    md = markdown(["n", "ROWS", "VROWS", "VALUES", "ms", "of copy", f"ms, {QUEUED} queued", "of copy"], rows)
     md += f"\n\nx {args.dtype}; copy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy."
     print(save("matvec_tuning", "Streamed LM head: ROWS x VROWS", md, {"copy_bytes_per_s": copy, "x": args.dtype, "runs": runs}))
 
