@@ -1,16 +1,18 @@
 """Tuning the streamed LM head (kernels/matvec.h): rows of x per pass (ROWS), table rows per
 warp (VROWS) and values per lane and step (VALUES), timed on the GPU at Glimmer's shape (Q4_K,
-dims 6,656, vocab 202,048).
+dims 6,656, vocab 202,048). ``--kernel bytedot`` tunes kernels/bytedot.h instead: its VROWS and
+RUNS (runs of 16 values per lane and step) in place of VALUES.
 
-For each row count n of x and each (ROWS, VROWS, VALUES) with ROWS * VROWS <= 32: the median time of
+For each row count n of x and each layout with ROWS * VROWS <= 32: the median time of
 one call per evaluation, and of 4 calls queued (common.queued_seconds: device time per call), with
 the GB/s of the table bytes it streams (n / ROWS passes) against the copy bandwidth of the same
 run. (The recorded H100 sweep, results/matvec_tuning_gpu.md, predates queued_seconds: its "in
 flight" column timed 4 calls built and evaluated inside one timing.)
-backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values take the fastest
-(benchmarks/as_linear.py's streamed column sets linear.MATVEC_MAX_ROWS).
+backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values (BYTEDOT_VROWS and
+bytedot_constants' RUNS) take the fastest (benchmarks/as_linear.py's streamed column sets
+linear.MATVEC_MAX_ROWS).
 
-    python benchmarks/matvec_tuning.py [--rows 1 2 4 8 16] [--dtype float16]
+    python benchmarks/matvec_tuning.py [--rows 1 2 4 8 16] [--dtype float16] [--kernel bytedot]
 """
 
 from __future__ import annotations
@@ -31,30 +33,36 @@ def main() -> None:
     p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"])
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--kernel", default="matvec", choices=["matvec", "bytedot"])
     args = p.parse_args()
+    # the layouts beside ROWS: (VROWS, VALUES) or (VROWS, RUNS)
+    layouts = {"matvec": [(v, k) for v in (1, 2, 4, 8) for k in (8, 16, 32)],
+               "bytedot": [(v, r) for v in (2, 4, 8, 16) for r in (1, 2)]}[args.kernel]
+    third = {"matvec": "VALUES", "bytedot": "RUNS"}[args.kernel]
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
     device = backends.BACKENDS[backends.select("auto")]
     table = Table.from_bytes(random_q_bytes("Q4_K", vocab, dims), "Q4_K", dims)
     copy = copy_bandwidth()
     rng = np.random.default_rng(0)
-    rows, runs = [], []
+    rows, records = [], []
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, args.dtype))
         for per_pass in sorted({min(n, 8), min(n, 16)}):
-            for vrows, values in ((v, k) for v in (1, 2, 4, 8) for k in (8, 16, 32)):
+            for vrows, values in layouts:
                 if per_pass * vrows > 32:
                     continue
-                call = lambda x, r=per_pass, v=vrows, k=values: device.matvec(table, x, r, v, k)
+                call = lambda x, r=per_pass, v=vrows, k=values: getattr(device, args.kernel)(table, x, r, v, k)
                 one = median_seconds(lambda i: (x,), call, args.reps)
                 many = queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
                 streamed = table.nbytes * -(-n // per_pass)
-                runs.append(dict(n=n, rows=per_pass, vrows=vrows, values=values, seconds=one, queued_seconds=many))
+                records.append({"n": n, "rows": per_pass, "vrows": vrows, third.lower(): values, "seconds": one, "queued_seconds": many})
                 rows.append([n, per_pass, vrows, values, f"{one * 1e3:.3f}", f"{100 * streamed / one / copy:.0f}%",
                              f"{many * 1e3:.3f}", f"{100 * streamed / many / copy:.0f}%"])
                 print(*rows[-1], sep="\t", flush=True)
-    md = markdown(["n", "ROWS", "VROWS", "VALUES", "ms", "of copy", f"ms, {QUEUED} queued", "of copy"], rows)
+    md = markdown(["n", "ROWS", "VROWS", third, "ms", "of copy", f"ms, {QUEUED} queued", "of copy"], rows)
     md += f"\n\nx {args.dtype}; copy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy."
-    print(save("matvec_tuning", "Streamed LM head: ROWS x VROWS", md, {"copy_bytes_per_s": copy, "x": args.dtype, "runs": runs}))
+    print(save(f"{args.kernel}_tuning", f"Streamed LM head ({args.kernel}): ROWS x VROWS x {third}", md,
+               {"copy_bytes_per_s": copy, "x": args.dtype, "runs": records}))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
 // product is exact in float32 (Q6_K's rounds once, as in ggml), so decode is bit-identical to
 // ggml's float32 dequantization whatever the order or FMA contraction.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_mantissa_byte, muser_load_words, muser_load_u16.
+// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16.
 #pragma once
 
 namespace muser {
@@ -31,6 +31,8 @@ MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
     for (int k = 0; k < N / 4; k += 2) muser_load_words<2>(p + 4 * k, w + k);
   } else if (ALIGN >= 4 && N >= 4) {
     for (int k = 0; k < N / 4; ++k) muser_load_words<1>(p + 4 * k, w + k);
+  } else if (ALIGN >= 2 && N >= 4) {
+    muser_load_words_at2<N / 4>(p, w);
   } else if (ALIGN >= 2 && N >= 2) {
     for (int k = 0; k < (N + 3) / 4; ++k) w[k] = 0;
     for (int k = 0; k < N / 2; ++k) w[k / 2] |= muser_load_u16(p + 2 * k) << (16 * (k % 2));
@@ -195,11 +197,14 @@ template <typename P>
 MUSER_FN Affine k_scale_min(P block, uint32_t s) {
   uint32_t head[4];  // bytes 0-3, 4-7 (scales 0-3), 8-11 (mins 0-3), 12-15 (low bits of entries 4-7)
   bytes_at<16, 16>(block, head);
-  const uint32_t at = 8 * (s % 4);  // the bit of byte s % 4 within a word (words indexed statically)
-  uint32_t sc = s < 4 ? (head[1] >> at) & 63u : ((head[3] >> at) & 15u) | (((head[1] >> (at + 6)) & 3u) << 4);
-  uint32_t m = s < 4 ? (head[2] >> at) & 63u : ((head[3] >> (at + 4)) & 15u) | (((head[2] >> (at + 6)) & 3u) << 4);
-  return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * level(sc, 0.0f),
-                muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * level(m, 0.0f)};
+  // The scales and mins of sub-blocks 4 (s / 4) .. +3, one per byte.
+  const bool first = s < 4;
+  const uint32_t sc = first ? head[1] & 0x3F3F3F3Fu : (head[3] & 0x0F0F0F0Fu) | ((head[1] >> 2) & 0x30303030u);
+  const uint32_t m = first ? head[2] & 0x3F3F3F3Fu : ((head[3] >> 4) & 0x0F0F0F0Fu) | ((head[2] >> 2) & 0x30303030u);
+  const float level_sc = muser_f32_bits_to_float(muser_mantissa_byte(sc, s % 4)) - 8388608.0f;
+  const float level_m = muser_f32_bits_to_float(muser_mantissa_byte(m, s % 4)) - 8388608.0f;
+  return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * level_sc,
+                muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * level_m};
 }
 
 // Q4_K: 256 values in 144 bytes.

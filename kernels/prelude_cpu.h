@@ -23,11 +23,42 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
   return f;
 }
 
+inline uint32_t muser_float_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return bits;
+}
+
+// As prelude_cuda.h's (PRMT, dp4a), byte by byte.
+inline uint32_t muser_byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+  const uint64_t bytes = uint64_t(b) << 32 | a;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    r |= uint32_t(bytes >> (8 * ((s >> (4 * k)) & 7u)) & 255u) << (8 * k);
+  }
+  return r;
+}
+
+template <bool SIGNED>
+inline int muser_dot4(uint32_t a, uint32_t b, int c) {
+  uint32_t d = uint32_t(c);
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t bk = (b >> (8 * k)) & 255u;
+    d += ((a >> (8 * k)) & 255u) * (SIGNED ? uint32_t(int32_t(int8_t(uint8_t(bk)))) : bk);
+  }
+  return int(d);
+}
+
 inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
 
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).
 template <int W>
 inline void muser_load_words(const uint8_t* p, uint32_t* w) {
+  std::memcpy(w, p, 4 * W);
+}
+
+template <int W>
+inline void muser_load_words_at2(const uint8_t* p, uint32_t* w) {
   std::memcpy(w, p, 4 * W);
 }
 

@@ -6,6 +6,23 @@
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
+MUSER_FN uint32_t muser_float_bits(float v) { return __float_as_uint(v); }
+
+// Bytes of a and b (a's are 0-3) picked by the nibbles of s, one per result byte (PRMT).
+MUSER_FN uint32_t muser_byte_perm(uint32_t a, uint32_t b, uint32_t s) { return __byte_perm(a, b, s); }
+
+// c + the sum over k = 0..3 of byte k of a (unsigned) times byte k of b (signed if SIGNED): dp4a.
+template <bool SIGNED>
+MUSER_FN int muser_dot4(uint32_t a, uint32_t b, int c) {
+  int d;
+  if (SIGNED) {
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  } else {
+    asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  }
+  return d;
+}
+
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
 
@@ -36,6 +53,26 @@ struct muser_words<4> {
 
 template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
+
+// W little-endian words from a 2-byte-aligned p: W 4-byte loads where p is 4-byte aligned, else
+// the W + 1 aligned words around them (from p - 2 to p + 4W + 1; the block layouts keep these
+// inside the table) joined by funnel shifts. Within a warp p's alignment is uniform wherever a warp
+// reads one block (the gather's 256-value groups of Q6_K), so the branch does not diverge there.
+template <int W, typename P>
+MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
+  const size_t address = reinterpret_cast<size_t>(p);
+  if ((address & 2) == 0) {
+    for (int k = 0; k < W; ++k) w[k] = reinterpret_cast<const uint32_t*>(p)[k];
+  } else {
+    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(address - 2);
+    uint32_t next = aligned[0];
+    for (int k = 0; k < W; ++k) {
+      const uint32_t word = next;
+      next = aligned[k + 1];
+      w[k] = __funnelshift_r(word, next, 16);
+    }
+  }
+}
 
 template <typename P>
 MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }

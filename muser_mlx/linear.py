@@ -2,9 +2,10 @@
 
 Two paths, one result (float32 accumulation either way, up to summation order):
 - streamed (GPU kernels, few rows of x: decode): the quantized table is read once per pass and
-  dequantized on the fly; no float copy of any part of the table exists. One row of x (and every
-  row on Metal, or for a float table) takes ``kernels/matvec.h``, a lane's multiply-adds; from
-  ``MMA_MIN_ROWS`` rows a quantized table on CUDA takes ``kernels/mma.h``, warp matrix multiplies.
+  dequantized on the fly; no float copy of any part of the table exists. On CUDA a quantized
+  table takes ``kernels/bytedot.h`` (byte dot products of levels and x in integers) for one row
+  of x and ``kernels/mma.h`` (warp matrix multiplies) from ``MMA_MIN_ROWS`` rows; every other
+  case takes ``kernels/matvec.h``, a lane's float multiply-adds.
 - tiled (long x on the GPU: prefill; every x on the ``ops`` backend): ``TILE_ROWS`` vocab rows at
   a time are dequantized with the backend's gather into x's dtype and multiplied with MLX's
   matmul, and the logits concatenated; at most one tile of floats is alive at a time.
@@ -28,6 +29,9 @@ log = logging.getLogger("muser_mlx")
 # benchmarks/as_linear.py and benchmarks/mma_tuning.py (float32 x: matvec faster at 2 rows, mma
 # at 8; 4 is between them, not measured).
 MATVEC_MAX_ROWS = 16
+# Rows of x the byte dot products take: one row measured (H200, benchmarks/bytedot_tuning.py); at 2-3
+# rows of float32 x (below MMA_MIN_ROWS) they would need 96-162 registers, not measured.
+BYTEDOT_MAX_ROWS = 1
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
 MMA_MAX_ROWS = 128
 # Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
@@ -76,7 +80,11 @@ def uses_mma(table, x: mx.array, backend: str) -> bool:
 def streamed(table, x: mx.array, backend: str) -> mx.array:
     """``x [n, dims]`` -> ``[n, vocab]`` by the streaming kernels of GPU ``backend``."""
     device = backends.BACKENDS[backend]
-    return device.mma(table, x) if uses_mma(table, x, backend) else device.matvec(table, x)
+    if uses_mma(table, x, backend):
+        return device.mma(table, x)
+    if table.format.block_values > 1 and device.bytedot_kernel and x.shape[0] <= BYTEDOT_MAX_ROWS:  # levels are bytes
+        return device.bytedot(table, x)
+    return device.matvec(table, x)
 
 
 def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:

@@ -1,6 +1,7 @@
 """Compile the package's kernel source with the host C++ compiler and run it over every thread.
 
-Two builds of the same ``kernels/`` source, for each kernel (gather, matvec):
+Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; bytedot and mma,
+which only CUDA registers, in the CPU dialect alone):
 - ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + formats.h + the kernel's template, the shared
   source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
@@ -26,6 +27,7 @@ from muser_mlx.backends.kernel import (
     METAL,
     MMA_ROWS,
     WARP,
+    bytedot_constants,
     gather_constants,
     kernel_source,
     matvec_constants,
@@ -186,9 +188,12 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None) -> mx.array:
+def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, vrows: int | None = None) -> mx.array:
+    """Run a streaming kernel: ``warps`` warps (default: the package's grid for ``vrows`` table
+    rows per warp, default the matvec's)."""
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
-    threads = warps * WARP if warps else matvec_threads(table.vocab, dict(matvec_constants(table, x))["VROWS"])
+    vrows = vrows or dict(matvec_constants(table, x))["VROWS"]
+    threads = warps * WARP if warps else matvec_threads(table.vocab, vrows)
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(x)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
     return _result(out, x.dtype)
@@ -201,6 +206,16 @@ def cpu_matvec(table, x: mx.array, warps: int | None = None, values: int | None 
     args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['VALUES']}, {k['ROWS']}, {k['VROWS']}"
     call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
     return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
+
+
+def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None = None,
+                runs: int | None = None) -> mx.array:
+    """kernels/bytedot.h through prelude_cpu.h (muser_dot4 emulated byte by byte), ``warps`` warps
+    (default: the package's grid), ``vrows`` and ``runs`` as in bytedot_constants."""
+    x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
+    args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
+    call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
+    return _run_matvec(_cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps, k["VROWS"])
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:

@@ -17,15 +17,15 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from conftest import fixture, map_float_fields, random_table_bytes
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kernel_harness import cpu_matvec, cpu_mma, metal_matvec
+from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, metal_matvec
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx import linear
 from muser_mlx.backends import _GPU_BACKEND
-from muser_mlx.backends.kernel import mma_operands
+from muser_mlx.backends.kernel import bytedot_constants, mma_operands
 
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.block_values > 1)
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
@@ -111,6 +111,57 @@ def test_cpu_mma_kernel(problem, warps, tiles):
     assert_close(cpu_mma(table, x, warps, tiles), x, dequantized(data, table.qtype))
 
 
+@settings(deadline=None, max_examples=10)
+@given(problems(max_vocab=40, max_rows=11, ndims=(2,), qtypes=QUANTIZED), st.integers(1, 3), st.sampled_from([2, 4, 8]),
+       st.sampled_from([1, 2]))
+def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
+    """kernels/bytedot.h, CPU dialect (dp4a emulated): grid-stride and idle warps, every pass
+    width, both lane layouts (RUNS 2 where dims allow)."""
+    table, data, x = problem
+    runs = runs if table.dims % 64 == 0 else 1
+    vrows = min(vrows, 32 // dict(bytedot_constants(table, x))["ROWS"])
+    assert_close(cpu_bytedot(table, x, warps, vrows, runs), x, dequantized(data, table.qtype))
+
+
+def run_maxima(x: np.ndarray) -> np.ndarray:
+    """Each value of x [n, dims] replaced by the largest |x| of its run of 16."""
+    m = np.abs(x).reshape(x.shape[0], -1, 16).max(axis=-1)
+    return np.repeat(m, 16, axis=-1)
+
+
+@settings(deadline=None, max_examples=10)
+@given(problems(max_vocab=12, max_rows=3, ndims=(2,), qtypes=QUANTIZED), st.integers(0, 2**32 - 1))
+def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
+    """x spread over 2^+-30 (float16: 2^+-6) within each run: bytedot's integers keep 7 * PLANES bits below each
+    run's largest |x| (kernels/bytedot.h), so its error is bounded by dtype rounding plus
+    2^-(7 * PLANES) of the run maxima against |W|, not by the small values' own size."""
+    table, data, x = problem
+    rng = np.random.default_rng(seed)
+    spread = 6 if x.dtype == mx.float16 else 30
+    wide = np.array(x.astype(mx.float32)) * np.exp2(rng.integers(-spread, spread + 1, x.shape)).astype(np.float32)
+    x = mx.array(wide).astype(x.dtype)
+    W = dequantized(data, table.qtype)
+    x64 = np.array(x.astype(mx.float32)).astype(np.float64)
+    assume(np.abs(x64 @ W.T).max() < 2.0**14)  # float16 logits stay finite
+    out = np.array(cpu_bytedot(table, x).astype(mx.float32)).astype(np.float64)
+    planes = dict(bytedot_constants(table, x))["PLANES"]
+    bound = X_DTYPES[x.dtype] * (np.abs(x64) @ np.abs(W).T) + 2.0 ** -(7 * planes) * (run_maxima(x64) @ np.abs(W).T)
+    assert np.all(np.abs(out - x64 @ W.T) <= bound + SMALLEST_NORMAL[x.dtype])
+
+
+def test_bytedot_non_finite_x_gives_nan_logits():
+    """A NaN or an infinity in a row of x makes that row's logits NaN; the other rows are untouched."""
+    rng = np.random.default_rng(3)
+    data = moderate(random_table_bytes(rng, "Q4_K", 20, 256), "Q4_K")
+    table, W = Table.from_bytes(data, "Q4_K", 256), dequantized(data, "Q4_K")
+    x = rng.standard_normal((3, 256)).astype(np.float32)
+    x[0, 5], x[2, 200] = np.inf, np.nan
+    for dtype in X_DTYPES:
+        out = np.array(cpu_bytedot(table, mx.array(x).astype(dtype)).astype(mx.float32))
+        assert np.isnan(out[[0, 2]]).all()
+        assert_close(mx.array(out[1:2]).astype(dtype), mx.array(x[1:2]).astype(dtype), W)
+
+
 @settings(deadline=None, max_examples=50)
 @given(st.lists(st.floats(-(2.0**100), 2.0**100, width=32).filter(lambda v: v == 0 or abs(v) > 2.0**-100),
                 min_size=16, max_size=16))
@@ -143,15 +194,15 @@ def test_real_table_relative_error(rows):
     W = dequantized(np.array(table.data), table.qtype)
     x = mx.array(np.random.default_rng(rows).standard_normal((rows, table.dims)).astype(np.float32))
     ref = np.array(x).astype(np.float64) @ W.T
-    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4), cpu_mma(table, x, warps=4)):
+    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4), cpu_mma(table, x, warps=4), cpu_bytedot(table, x, warps=4)):
         err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
 
 def test_which_kernel_streams(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
-    rows of x (float32 x later: three multiplies per product); float tables, older GPUs and Metal
-    keep the lane-wise matvec."""
+    rows of x (float32 x later: three multiplies per product), byte dot products at one row;
+    float tables, float32 x below MMA_MIN_ROWS and Metal keep the lane-wise matvec."""
     monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 9)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
@@ -162,6 +213,15 @@ def test_which_kernel_streams(monkeypatch):
         assert not linear.uses_mma(f16, mx.zeros((first, 256), dtype), "cuda")
         assert not linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "metal")
     assert linear.MMA_MIN_ROWS[mx.float32] > linear.MMA_MIN_ROWS[mx.float16] > 1
+    calls = []
+    for device in ("cuda", "metal"):
+        for kernel in ("matvec", "bytedot", "mma"):
+            monkeypatch.setattr(muser_mlx.backends.BACKENDS[device], kernel, lambda t, x, k=kernel: calls.append(k))
+    cases = [(q4k, 1, mx.float16, "cuda"), (q4k, 2, mx.float16, "cuda"), (q4k, 2, mx.float32, "cuda"),
+             (f16, 1, mx.float16, "cuda"), (q4k, 1, mx.float16, "metal"), (q4k, 2, mx.float16, "metal")]
+    for table, n, dtype, device in cases:
+        linear.streamed(table, mx.zeros((n, 256), dtype), device)
+    assert calls == ["bytedot", "mma", "matvec", "matvec", "matvec", "matvec"]
     monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 7)
     assert not linear.uses_mma(q4k, mx.zeros((16, 256), mx.float16), "cuda")
 
@@ -230,7 +290,7 @@ def test_gpu_streamed_and_tiled(rows, dtype):
 def test_gpu_matvec_every_format_and_pass_width(qtype):
     """Every format at the layouts the package picks for 1-16 rows of x (partial last passes
     included), a vocab no layout divides evenly: the streamed path (the matrix units from 2 rows
-    of a quantized table on CUDA) and the lane-wise matvec."""
+    of a quantized table on CUDA), the lane-wise matvec and (CUDA) the byte dot products."""
     rng = np.random.default_rng(7)
     dims = 512
     data = moderate(random_table_bytes(rng, qtype, 1001, dims), qtype)
@@ -241,6 +301,8 @@ def test_gpu_matvec_every_format_and_pass_width(qtype):
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
         assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
         assert_close(backend.matvec(table, x), x, W)
+        if table.format.block_values > 1 and backend.bytedot_kernel:
+            assert_close(backend.bytedot(table, x), x, W)
 
 
 @pytest.mark.gpu
@@ -263,7 +325,8 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
 @pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
 def test_gpu_matvec_every_layout():
-    """Every (ROWS, VROWS, VALUES) the tuning may pick, on Q4_K and F32."""
+    """Every (ROWS, VROWS, VALUES) the tuning may pick, on Q4_K and F32; bytedot's (ROWS, VROWS,
+    RUNS) on Q4_K."""
     rng = np.random.default_rng(8)
     backend = muser_mlx.backends.BACKENDS[_GPU_BACKEND]
     for qtype in ("Q4_K", "F32"):
@@ -275,6 +338,10 @@ def test_gpu_matvec_every_layout():
                 for values in (8, 16, 32):
                     if rows * vrows <= 32:
                         assert_close(backend.matvec(table, x, rows, vrows, values), x, W)
+            for vrows in (4, 8, 16):
+                for runs in (1, 2):
+                    if qtype == "Q4_K" and backend.bytedot_kernel and rows * vrows <= 32 and rows < 8:
+                        assert_close(backend.bytedot(table, x, rows, vrows, runs), x, W)
 
 
 @pytest.mark.gpu

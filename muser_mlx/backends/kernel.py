@@ -26,6 +26,7 @@ WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lane
 # Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
 # an H200 sweep of the previous decoders picked the same).
 VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
+BYTEDOT_VROWS = 8  # table rows per warp of kernels/bytedot.h
 
 
 def kernel_source(name: str) -> str:
@@ -127,6 +128,22 @@ def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | N
     )
 
 
+def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
+                      runs: int | None = None) -> tuple[tuple[str, object], ...]:
+    """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
+    BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims allow, else 1) and
+    PLANES (byte planes of x: 3 for float32 x, 2 for float16 and bfloat16); x's dtype names it."""
+    rows = rows or rows_per_pass(x.shape[0])
+    return (
+        *table_constants(table),
+        ("ROWS", rows),
+        ("VROWS", vrows or min(BYTEDOT_VROWS, WARP // rows)),
+        ("RUNS", runs or (2 if table.dims % 64 == 0 else 1)),
+        ("PLANES", 3 if x.dtype == mx.float32 else 2),
+        ("X", x.dtype),
+    )
+
+
 def mma_tiles(n: int) -> tuple[int, int]:
     """Tiles of the matrix-unit matvec (kernels/mma.h): VTILES of 16 table rows per warp and
     XTILES of 8 rows of x per pass."""
@@ -176,9 +193,10 @@ class DeviceBackend:
     for a dialect whose prelude has a warp matrix multiply, the matvec on it (``mma``), where
     ``matrix_units()`` says the device runs it."""
 
-    def __init__(self, dialect: str, register, matrix_units=None):
+    def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
         self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
+        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register)
         self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
         self.matrix_units = matrix_units or (lambda: False)
 
@@ -210,16 +228,26 @@ class DeviceBackend:
                values: int | None = None) -> mx.array:
         """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
         the table once per ``rows`` rows of x; the layout as in :func:`matvec_constants`."""
+        return self._stream(self.matvec_kernel, table, x, matvec_constants(table, x, rows, vrows, values))
+
+    def bytedot(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
+                runs: int | None = None) -> mx.array:
+        """As :meth:`matvec`, by byte dot products (``bytedot_kernel``; quantized tables only),
+        the layout as in :func:`bytedot_constants`."""
+        assert table.format.block_values > 1
+        return self._stream(self.bytedot_kernel, table, x, bytedot_constants(table, x, rows, vrows, runs))
+
+    @staticmethod
+    def _stream(kernel: DeviceKernel, table, x: mx.array, constants) -> mx.array:
+        """A warp per VROWS table rows (kernels/matvec.h's grid) over ``x [n, dims]``."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
-        constants = matvec_constants(table, x, rows, vrows, values)
-        return self.matvec_kernel.for_constants(constants)(
+        return kernel.for_constants(constants)(
             inputs=[table.data, x],
             grid=(matvec_threads(table.vocab, dict(constants)["VROWS"]), 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(x.shape[0], table.vocab)],
             output_dtypes=[x.dtype],
         )[0]
-
 
     def mma(self, table, x: mx.array, tiles: tuple[int, int] | None = None) -> mx.array:
         """As :meth:`matvec`, on the matrix units (``matrix_units()``; quantized tables only), with
@@ -239,4 +267,6 @@ class DeviceBackend:
 
 METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma in its prelude
 # mma.sync m16n8k16 in float16 and bfloat16: compute capability 8.0 (Ampere) and later.
-CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=lambda: cuda_compute_capability() >= 8)
+# dp4a (kernels/bytedot.h's muser_dot4): every GPU MLX's CUDA backend runs on.
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=lambda: cuda_compute_capability() >= 8,
+                     byte_dots=True)
