@@ -189,8 +189,9 @@ def cuda_compute_capability() -> int:
 
 
 class DeviceBackend:
-    """A GPU dialect's kernels: the gather (rows of the table, ``bind``), the matvec (logits) and,
-    for a dialect whose prelude has a warp matrix multiply, the matvec on it (``mma``), where
+    """A GPU dialect's kernels: the gather (rows of the table, ``bind``), the matvec (logits), for
+    a dialect whose prelude has 4-way byte dot products (``byte_dots``) the matvec on them
+    (``bytedot``), and for one with a warp matrix multiply the matvec on that (``mma``), where
     ``matrix_units()`` says the device runs it."""
 
     def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
