@@ -15,8 +15,8 @@
 // step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2, values i and i + 32 with
 // i = 64 (u / 2) + 16 (u % 2) (for Q4_K and Q5_K the same 16 bytes of qs hold both runs' levels);
 // RUNS 1, values i = 16 u. It converts those runs of x once and reuses them for its VROWS table rows.
-// Needs from the prelude: muser_dot4, muser_byte_perm, muser_float_bits, muser_load_x, muser_sum,
-// muser_store.
+// Needs matvec.h (warp_rows, store_logits) and from the prelude: muser_dot4, muser_byte_perm,
+// muser_float_bits, muser_load_x, muser_sum, muser_store.
 #pragma once
 
 namespace muser {
@@ -87,16 +87,13 @@ MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCA
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
-  static_assert(ROWS * VROWS <= 32, "lane v * ROWS + m stores logit (m, r0 + v)");
+  static_assert(ROWS * VROWS <= warp_lanes, "lane v * ROWS + m stores logit (m, r0 + v)");
   static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
-  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
-  const uint32_t lane = thread_index % 32;
-  const uint32_t step = thread_count / 32 * VROWS;
-  for (uint32_t r0 = thread_index / 32 * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
+  const uint32_t lane = thread_index % warp_lanes;
+  const uint32_t step = thread_count / warp_lanes * VROWS;
+  for (uint32_t r0 = thread_index / warp_lanes * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
     TableP rows[VROWS];
-    for (int v = 0; v < VROWS; ++v) {  // past the end: re-read the last row, store nothing
-      rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
-    }
+    warp_rows<F, DIMS, VOCAB, VROWS>(table, r0, rows);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
       const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
       float acc[VROWS][ROWS];
@@ -105,7 +102,7 @@ MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t th
           acc[v][m] = 0.0f;
         }
       }
-      for (uint32_t u = lane; u < uint32_t(DIMS / (x_run_values * RUNS)); u += 32) {
+      for (uint32_t u = lane; u < uint32_t(DIMS / (x_run_values * RUNS)); u += warp_lanes) {
         const uint32_t i = RUNS == 2 ? 64 * (u / 2) + 16 * (u % 2) : 16 * u;
         uint32_t planes[ROWS][RUNS][4 * PLANES];
         int plane_sums[ROWS][RUNS][PLANES];
@@ -133,14 +130,7 @@ MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t th
           }
         }
       }
-      for (int v = 0; v < VROWS; ++v) {
-        for (int m = 0; m < ROWS; ++m) {
-          float logit = muser_sum(acc[v][m]);
-          if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
-            muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
-          }
-        }
-      }
+      store_logits<VOCAB, ROWS, VROWS>(acc, lane, r0, m0, live, out);
     }
   }
 }

@@ -19,6 +19,30 @@ namespace muser {
 
 enum { warp_lanes = 32 };
 
+// The warp's table rows r0 .. r0 + VROWS - 1; past the end: the last row again, stored nowhere.
+template <typename F, int DIMS, int VOCAB, int VROWS, typename TableP>
+MUSER_FN void warp_rows(TableP table, uint32_t r0, MUSER_LOCAL TableP* rows) {
+  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
+  for (int v = 0; v < VROWS; ++v) {
+    rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
+  }
+}
+
+// Sums each lane's acc[v][m] across the warp; lane v * ROWS + m stores logit (m0 + m, r0 + v)
+// of the live rows of x and the table. Every lane of the warp must call it.
+template <int VOCAB, int ROWS, int VROWS, typename OutP>
+MUSER_FN void store_logits(MUSER_LOCAL float (*acc)[ROWS], uint32_t lane, uint32_t r0, uint32_t m0, uint32_t live,
+                           OutP out) {
+  for (int v = 0; v < VROWS; ++v) {
+    for (int m = 0; m < ROWS; ++m) {
+      float logit = muser_sum(acc[v][m]);
+      if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
+        muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
+      }
+    }
+  }
+}
+
 template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,
@@ -26,14 +50,11 @@ MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thr
   static_assert(ROWS * VROWS <= warp_lanes, "lane v * ROWS + m stores logit (m, r0 + v)");
   enum { RUN = VALUES < 16 ? VALUES : 16, RUNS = VALUES / RUN };
   static_assert(RUNS * RUN == VALUES, "a lane's values are whole runs");
-  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
   const uint32_t step = thread_count / warp_lanes * VROWS;
   for (uint32_t r0 = thread_index / warp_lanes * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
     TableP rows[VROWS];
-    for (int v = 0; v < VROWS; ++v) {  // past the end: re-read the last row, store nothing
-      rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
-    }
+    warp_rows<F, DIMS, VOCAB, VROWS>(table, r0, rows);
     for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
       const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
       float acc[VROWS][ROWS];
@@ -73,14 +94,7 @@ MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thr
           }
         }
       }
-      for (int v = 0; v < VROWS; ++v) {
-        for (int m = 0; m < ROWS; ++m) {
-          float logit = muser_sum(acc[v][m]);
-          if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
-            muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
-          }
-        }
-      }
+      store_logits<VOCAB, ROWS, VROWS>(acc, lane, r0, m0, live, out);
     }
   }
 }

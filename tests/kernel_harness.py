@@ -74,9 +74,10 @@ def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
-    """prelude_cpu.h + formats.h + the kernel's template, and the ``run`` driver."""
-    includes = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", template_header))
+def _cpu_lib(template_header: str, run: str, uses: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """prelude_cpu.h + formats.h + the templates it ``uses`` + the kernel's template, and the
+    ``run`` driver (as DeviceKernel assembles a header)."""
+    includes = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", *uses, template_header))
     return _compile(includes + run, [KERNELS])
 
 
@@ -215,7 +216,8 @@ def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None 
     x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
     args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
     call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
-    return _run_matvec(_cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps, k["VROWS"])
+    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call), uses=("matvec.h",))
+    return _run_matvec(lib, table, x, warps, k["VROWS"])
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:

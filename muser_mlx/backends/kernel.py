@@ -69,8 +69,8 @@ def _spelled(value) -> str:
 
 
 class DeviceKernel:
-    """One kernel of one dialect: ``header`` = prelude + block decoders + the kernel's template
-    (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
+    """One kernel of one dialect: ``header`` = prelude + block decoders + the templates it
+    ``uses`` + the kernel's template (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
     that calls the template with its thread index.
 
     ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
@@ -78,9 +78,10 @@ class DeviceKernel:
     passes no template arguments (MLX spends host time on each, every call); the dtypes only
     name the kernel (they are in its generated signature)."""
 
-    def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register):
+    def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
+                 uses: tuple[str, ...] = ()):
         self.dialect, self.name = dialect, name
-        files_ = (f"prelude_{dialect}.h", "formats.h", f"{name}.h")
+        files_ = (f"prelude_{dialect}.h", "formats.h", *uses, f"{name}.h")
         self.header = "\n".join(_without_comments(kernel_source(f)) for f in files_)
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
@@ -197,7 +198,8 @@ class DeviceBackend:
     def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
         self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
-        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register)
+        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register,
+                                                         uses=("matvec.h",))
         self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
         self.matrix_units = matrix_units or (lambda: False)
 
