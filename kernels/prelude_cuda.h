@@ -55,9 +55,10 @@ template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
 
 // W little-endian words from a 2-byte-aligned p: W 4-byte loads where p is 4-byte aligned, else
-// the W + 1 aligned words around them (from p - 2 to p + 4W + 1; the block layouts keep these
-// inside the table) joined by funnel shifts. Within a warp p's alignment is uniform wherever a warp
-// reads one block (the gather's 256-value groups of Q6_K), so the branch does not diverge there.
+// the W + 1 aligned words around them (p - 2 to p + 4W + 1) joined by funnel shifts. Each of those
+// words holds 2 of the wanted bytes, so no load reaches a page the wanted bytes are not on. Within
+// a warp p's alignment is uniform wherever the warp reads one block (the gather's 256-value groups
+// of Q6_K), so the branch does not diverge there.
 template <int W, typename P>
 MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
   const size_t address = reinterpret_cast<size_t>(p);

@@ -26,7 +26,9 @@ WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lane
 # Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
 # an H200 sweep of the previous decoders picked the same).
 VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
-BYTEDOT_VROWS = 8  # table rows per warp of kernels/bytedot.h
+# Table rows per warp of kernels/bytedot.h: the fastest or tied at one row of float16 x (H200,
+# benchmarks/results/bytedot_tuning_gpu_float16.log; float32 x: 4, 8 and 16 within 4%).
+BYTEDOT_VROWS = 8
 
 
 def kernel_source(name: str) -> str:
