@@ -57,13 +57,18 @@ MUSER_FN float level(uint32_t q, float zero) {
   return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
 }
 
-// lv[k] = level(byte k of bytes_at's words w, zero) for k < N. The quantized formats first
-// assemble each value's level in its own byte, four values per word op, so a value costs one
-// byte move (the prelude's muser_mantissa_byte: a byte permute on CUDA) and one subtraction.
+// level(byte k of w, zero): one byte move (the prelude's muser_mantissa_byte: a byte permute on
+// CUDA) and one subtraction.
+MUSER_FN float byte_level(uint32_t w, int k, float zero) {
+  return muser_f32_bits_to_float(muser_mantissa_byte(w, k)) - (8388608.0f + zero);
+}
+
+// lv[k] = byte_level(byte k of bytes_at's words w, zero) for k < N. The quantized formats first
+// assemble each value's level in its own byte, four values per word op.
 template <int N>
 MUSER_FN void byte_levels(MUSER_LOCAL const uint32_t* w, float zero, MUSER_LOCAL float* lv) {
   for (int k = 0; k < N; ++k) {
-    lv[k] = muser_f32_bits_to_float(muser_mantissa_byte(w[k / 4], k % 4)) - (8388608.0f + zero);
+    lv[k] = byte_level(w[k / 4], k % 4, zero);
   }
 }
 
@@ -201,10 +206,8 @@ MUSER_FN Affine k_scale_min(P block, uint32_t s) {
   const bool first = s < 4;
   const uint32_t sc = first ? head[1] & 0x3F3F3F3Fu : (head[3] & 0x0F0F0F0Fu) | ((head[1] >> 2) & 0x30303030u);
   const uint32_t m = first ? head[2] & 0x3F3F3F3Fu : ((head[3] >> 4) & 0x0F0F0F0Fu) | ((head[2] >> 2) & 0x30303030u);
-  const float level_sc = muser_f32_bits_to_float(muser_mantissa_byte(sc, s % 4)) - 8388608.0f;
-  const float level_m = muser_f32_bits_to_float(muser_mantissa_byte(m, s % 4)) - 8388608.0f;
-  return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * level_sc,
-                muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * level_m};
+  return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * byte_level(sc, s % 4, 0.0f),
+                muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * byte_level(m, s % 4, 0.0f)};
 }
 
 // Q4_K: 256 values in 144 bytes.
