@@ -11,11 +11,12 @@
 //   unit * (scale * sum((byte - zero) * X) - offset * sum(X))
 // to its logit (formats.h: value = scale * (byte - zero) - offset). A run of x holding a NaN or an
 // infinity makes its logits NaN.
-// Layout as matvec.h: one warp per VROWS vocab rows, grid-stride; ROWS rows of x per pass. Per
-// step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2, values i and i + 32 with
-// i = 64 (u / 2) + 16 (u % 2) (for Q4_K and Q5_K the same 16 bytes of qs hold both runs' levels);
-// RUNS 1, values i = 16 u. It converts those runs of x once and reuses them for its VROWS table rows.
-// Needs matvec.h (warp_rows, store_logits) and from the prelude: muser_dot4, muser_byte_perm,
+// The frame is matvec.h's stream_logits: one warp per VROWS vocab rows, grid-stride; ROWS rows of
+// x per pass. ByteLanes: per step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2,
+// values i and i + 32 with i = 64 (u / 2) + 16 (u % 2) (for Q4_K and Q5_K the same 16 bytes of qs
+// hold both runs' levels); RUNS 1, values i = 16 u. It converts those runs of x once and reuses
+// them for its VROWS table rows.
+// Needs matvec.h (stream_logits) and from the prelude: muser_dot4, muser_byte_perm,
 // muser_float_bits, muser_load_x, muser_sum, muser_store.
 #pragma once
 
@@ -84,55 +85,49 @@ MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCA
   return xr.unit * (a.scale * dot - a.offset * xr.sum);
 }
 
+template <typename F, int DIMS, int ROWS, int VROWS, int RUNS, int PLANES>
+struct ByteLanes {
+  static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
+
+  template <typename TableP, typename XP>
+  static MUSER_FN void add(MUSER_LOCAL const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t lane,
+                           MUSER_LOCAL float (*acc)[ROWS]) {
+    for (uint32_t u = lane; u < uint32_t(DIMS / (x_run_values * RUNS)); u += warp_lanes) {
+      const uint32_t i = RUNS == 2 ? 64 * (u / 2) + 16 * (u % 2) : 16 * u;
+      uint32_t planes[ROWS][RUNS][4 * PLANES];
+      int plane_sums[ROWS][RUNS][PLANES];
+      XRun xr[ROWS][RUNS];
+      for (int m = 0; m < ROWS; ++m) {
+        for (int r = 0; r < RUNS; ++r) {
+          float xs[x_run_values];  // rows past n are zeros: their logits are never stored
+          if (uint32_t(m) < live) {
+            muser_load_x<x_run_values>(x + (m0 + m) * uint64_t(DIMS) + i + 32 * r, xs);
+          } else {
+            for (int k = 0; k < x_run_values; ++k) {
+              xs[k] = 0.0f;
+            }
+          }
+          xr[m][r] = x_run<PLANES>(xs, planes[m][r], plane_sums[m][r]);
+        }
+      }
+      for (int v = 0; v < VROWS; ++v) {
+        for (int r = 0; r < RUNS; ++r) {
+          uint32_t levels[4];
+          const Affine a = F::template level_bytes<x_run_values>(rows[v], i + 32 * r, levels);
+          for (int m = 0; m < ROWS; ++m) {
+            acc[v][m] += run_term<PLANES, F::zero>(levels, a, planes[m][r], plane_sums[m][r], xr[m][r]);
+          }
+        }
+      }
+    }
+  }
+};
+
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
-  static_assert(ROWS * VROWS <= warp_lanes, "lane v * ROWS + m stores logit (m, r0 + v)");
-  static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
-  const uint32_t lane = thread_index % warp_lanes;
-  const uint32_t step = thread_count / warp_lanes * VROWS;
-  for (uint32_t r0 = thread_index / warp_lanes * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
-    TableP rows[VROWS];
-    warp_rows<F, DIMS, VOCAB, VROWS>(table, r0, rows);
-    for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
-      const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
-      float acc[VROWS][ROWS];
-      for (int v = 0; v < VROWS; ++v) {
-        for (int m = 0; m < ROWS; ++m) {
-          acc[v][m] = 0.0f;
-        }
-      }
-      for (uint32_t u = lane; u < uint32_t(DIMS / (x_run_values * RUNS)); u += warp_lanes) {
-        const uint32_t i = RUNS == 2 ? 64 * (u / 2) + 16 * (u % 2) : 16 * u;
-        uint32_t planes[ROWS][RUNS][4 * PLANES];
-        int plane_sums[ROWS][RUNS][PLANES];
-        XRun xr[ROWS][RUNS];
-        for (int m = 0; m < ROWS; ++m) {
-          for (int r = 0; r < RUNS; ++r) {
-            float xs[x_run_values];  // rows past n are zeros: their logits are never stored
-            if (uint32_t(m) < live) {
-              muser_load_x<x_run_values>(x + (m0 + m) * uint64_t(DIMS) + i + 32 * r, xs);
-            } else {
-              for (int k = 0; k < x_run_values; ++k) {
-                xs[k] = 0.0f;
-              }
-            }
-            xr[m][r] = x_run<PLANES>(xs, planes[m][r], plane_sums[m][r]);
-          }
-        }
-        for (int v = 0; v < VROWS; ++v) {
-          for (int r = 0; r < RUNS; ++r) {
-            uint32_t levels[4];
-            const Affine a = F::template level_bytes<x_run_values>(rows[v], i + 32 * r, levels);
-            for (int m = 0; m < ROWS; ++m) {
-              acc[v][m] += run_term<PLANES, F::zero>(levels, a, planes[m][r], plane_sums[m][r], xr[m][r]);
-            }
-          }
-        }
-      }
-      store_logits<VOCAB, ROWS, VROWS>(acc, lane, r0, m0, live, out);
-    }
-  }
+  stream_logits<F, DIMS, VOCAB, ROWS, VROWS, ByteLanes<F, DIMS, ROWS, VROWS, RUNS, PLANES>>(table, x, n_rows, out,
+                                                                                           thread_index, thread_count);
 }
 
 }  // namespace muser

@@ -1,17 +1,19 @@
 // The streaming LM head: x [n, DIMS] -> out [n, VOCAB], out[m, r] = sum_i x[m, i] * W[r, i],
 // with W the quantized table, dequantized on the fly and accumulated in float32.
 //
-// One warp (warp_lanes = 32 threads) per VROWS consecutive vocab rows, grid-stride over them.
-// Lane l handles values VALUES * (l + 32 k) .. + VALUES - 1 of every row (VALUES 1-32), in runs
-// of RUN = min(VALUES, 16) values, one run per decode (kernels/formats.h: one scale and offset).
-// Per step it loads those values of the ROWS rows of x in the current pass once, with each
-// run's sums, reads the levels of each of the VROWS table rows and adds
-// scale * sum(x * level) - offset * sum(x) per run to VROWS * ROWS float32 accumulators; then
-// muser_sum reduces each accumulator across the warp and lane (v * ROWS + m) stores logit (m, r0 + v).
+// The frame, stream_logits (shared with bytedot.h): one warp (warp_lanes = 32 threads) per VROWS
+// consecutive vocab rows, grid-stride over them; per pass over ROWS rows of x, the kernel's
+// Lanes::add gives each lane's share of the VROWS * ROWS logits, muser_sum reduces each across the
+// warp and lane (v * ROWS + m) stores logit (m, r0 + v). Every lane of a warp runs the same loop
+// trip counts, so all 32 reach each muser_sum.
+// matvec's lanes (FloatLanes): lane l handles values VALUES * (l + 32 k) .. + VALUES - 1 of every
+// row (VALUES 1-32), in runs of RUN = min(VALUES, 16) values, one run per decode
+// (kernels/formats.h: one scale and offset). Per step it loads those values of the ROWS rows of x
+// in the current pass once, with each run's sums, reads the levels of each of the VROWS table rows
+// and adds scale * sum(x * level) - offset * sum(x) per run to its VROWS * ROWS float32 sums.
 // Per pass, a warp reads its VROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // ROWS * DIMS values of x (from cache: every warp shares x), and writes VROWS * ROWS logits.
 // n > ROWS re-streams the table once per pass; long x takes the tiled matmul path.
-// Every lane of a warp runs the same loop trip counts, so all 32 reach each muser_sum.
 // Needs from the prelude: muser_sum (a sum over the 32 lanes of a warp), muser_load_x, muser_store.
 #pragma once
 
@@ -19,42 +21,22 @@ namespace muser {
 
 enum { warp_lanes = 32 };
 
-// The warp's table rows r0 .. r0 + VROWS - 1; past the end: the last row again, stored nowhere.
-template <typename F, int DIMS, int VOCAB, int VROWS, typename TableP>
-MUSER_FN void warp_rows(TableP table, uint32_t r0, MUSER_LOCAL TableP* rows) {
-  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
-  for (int v = 0; v < VROWS; ++v) {
-    rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
-  }
-}
-
-// Sums each lane's acc[v][m] across the warp; lane v * ROWS + m stores logit (m0 + m, r0 + v)
-// of the live rows of x and the table. Every lane of the warp must call it.
-template <int VOCAB, int ROWS, int VROWS, typename OutP>
-MUSER_FN void store_logits(MUSER_LOCAL float (*acc)[ROWS], uint32_t lane, uint32_t r0, uint32_t m0, uint32_t live,
-                           OutP out) {
-  for (int v = 0; v < VROWS; ++v) {
-    for (int m = 0; m < ROWS; ++m) {
-      float logit = muser_sum(acc[v][m]);
-      if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
-        muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
-      }
-    }
-  }
-}
-
-template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, typename TableP, typename XP,
+// Lanes::add(rows, x, m0, live, lane, acc) adds the lane's share of logit (m0 + m, row v) to
+// acc[v][m] for the VROWS table rows rows[v] (past the table's end: its last row again, stored
+// nowhere) and the live <= ROWS rows of x from m0 (the rest must count as zeros).
+template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, typename Lanes, typename TableP, typename XP,
           typename OutP>
-MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,
-                     uint32_t thread_count) {
+MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,
+                            uint32_t thread_count) {
   static_assert(ROWS * VROWS <= warp_lanes, "lane v * ROWS + m stores logit (m, r0 + v)");
-  enum { RUN = VALUES < 16 ? VALUES : 16, RUNS = VALUES / RUN };
-  static_assert(RUNS * RUN == VALUES, "a lane's values are whole runs");
+  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
   const uint32_t step = thread_count / warp_lanes * VROWS;
   for (uint32_t r0 = thread_index / warp_lanes * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
     TableP rows[VROWS];
-    warp_rows<F, DIMS, VOCAB, VROWS>(table, r0, rows);
+    for (int v = 0; v < VROWS; ++v) {
+      rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
+    }
     for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
       const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
       float acc[VROWS][ROWS];
@@ -63,40 +45,67 @@ MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thr
           acc[v][m] = 0.0f;
         }
       }
-      for (uint32_t i = lane * VALUES; i < uint32_t(DIMS); i += warp_lanes * VALUES) {
-        float xs[ROWS][VALUES], x_sum[ROWS][RUNS];
-        for (int m = 0; m < ROWS; ++m) {  // rows past n are zeros: their sums are never stored
-          if (uint32_t(m) < live) {
-            muser_load_x<VALUES>(x + (m0 + m) * uint64_t(DIMS) + i, xs[m]);
-          } else {
-            for (int k = 0; k < VALUES; ++k) {
-              xs[m][k] = 0.0f;
-            }
-          }
-          for (int c = 0; c < RUNS; ++c) {
-            x_sum[m][c] = 0.0f;
-            for (int k = 0; k < RUN; ++k) {
-              x_sum[m][c] += xs[m][c * RUN + k];
-            }
-          }
-        }
-        for (int v = 0; v < VROWS; ++v) {
-          for (int c = 0; c < RUNS; ++c) {
-            float lv[RUN];
-            const Affine a = F::template levels<RUN>(rows[v], i + c * RUN, lv);
-            for (int m = 0; m < ROWS; ++m) {
-              float dot = 0.0f;
-              for (int k = 0; k < RUN; ++k) {
-                dot += lv[k] * xs[m][c * RUN + k];
-              }
-              acc[v][m] += a.scale * dot - a.offset * x_sum[m][c];
-            }
+      Lanes::add(rows, x, m0, live, lane, acc);
+      for (int v = 0; v < VROWS; ++v) {
+        for (int m = 0; m < ROWS; ++m) {
+          float logit = muser_sum(acc[v][m]);
+          if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
+            muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
           }
         }
       }
-      store_logits<VOCAB, ROWS, VROWS>(acc, lane, r0, m0, live, out);
     }
   }
+}
+
+template <typename F, int DIMS, int VALUES, int ROWS, int VROWS>
+struct FloatLanes {
+  enum { RUN = VALUES < 16 ? VALUES : 16, RUNS = VALUES / RUN };
+  static_assert(RUNS * RUN == VALUES, "a lane's values are whole runs");
+
+  template <typename TableP, typename XP>
+  static MUSER_FN void add(MUSER_LOCAL const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t lane,
+                           MUSER_LOCAL float (*acc)[ROWS]) {
+    for (uint32_t i = lane * VALUES; i < uint32_t(DIMS); i += warp_lanes * VALUES) {
+      float xs[ROWS][VALUES], x_sum[ROWS][RUNS];
+      for (int m = 0; m < ROWS; ++m) {  // rows past n are zeros: their sums are never stored
+        if (uint32_t(m) < live) {
+          muser_load_x<VALUES>(x + (m0 + m) * uint64_t(DIMS) + i, xs[m]);
+        } else {
+          for (int k = 0; k < VALUES; ++k) {
+            xs[m][k] = 0.0f;
+          }
+        }
+        for (int c = 0; c < RUNS; ++c) {
+          x_sum[m][c] = 0.0f;
+          for (int k = 0; k < RUN; ++k) {
+            x_sum[m][c] += xs[m][c * RUN + k];
+          }
+        }
+      }
+      for (int v = 0; v < VROWS; ++v) {
+        for (int c = 0; c < RUNS; ++c) {
+          float lv[RUN];
+          const Affine a = F::template levels<RUN>(rows[v], i + c * RUN, lv);
+          for (int m = 0; m < ROWS; ++m) {
+            float dot = 0.0f;
+            for (int k = 0; k < RUN; ++k) {
+              dot += lv[k] * xs[m][c * RUN + k];
+            }
+            acc[v][m] += a.scale * dot - a.offset * x_sum[m][c];
+          }
+        }
+      }
+    }
+  }
+};
+
+template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, typename TableP, typename XP,
+          typename OutP>
+MUSER_FN void matvec(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,
+                     uint32_t thread_count) {
+  stream_logits<F, DIMS, VOCAB, ROWS, VROWS, FloatLanes<F, DIMS, VALUES, ROWS, VROWS>>(table, x, n_rows, out,
+                                                                                      thread_index, thread_count);
 }
 
 }  // namespace muser
