@@ -33,6 +33,12 @@ class Format:
     def row_bytes(self, dims: int) -> int:
         return dims // self.block_values * self.block_bytes
 
+    @property
+    def quantized(self) -> bool:
+        """Blocks of levels (small integers, kernels/formats.h: level_bytes) with a scale and
+        offset per run; the float formats (F32, F16, BF16) store each value itself."""
+        return self.block_values > 1
+
 
 # ---------------------------------------------------------------- fields of a block
 

@@ -73,8 +73,8 @@ def as_linear(table, x, *, backend: str = "auto") -> mx.array:
 
 def uses_mma(table, x: mx.array, backend: str) -> bool:
     """Whether ``x [n, dims]`` streams through the matrix units (kernels/mma.h)."""
-    quantized = table.format.block_values > 1  # levels exact in 16 bits; the float formats' values are not
-    return quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype] and backends.BACKENDS[backend].matrix_units()
+    # levels are exact in 16 bits; the float formats' values are not
+    return table.format.quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype] and backends.BACKENDS[backend].matrix_units()
 
 
 def streamed(table, x: mx.array, backend: str) -> mx.array:
@@ -82,7 +82,7 @@ def streamed(table, x: mx.array, backend: str) -> mx.array:
     device = backends.BACKENDS[backend]
     if uses_mma(table, x, backend):
         return device.mma(table, x)
-    if table.format.block_values > 1 and device.bytedot_kernel and x.shape[0] <= BYTEDOT_MAX_ROWS:  # levels are bytes
+    if table.format.quantized and device.bytedot_kernel and x.shape[0] <= BYTEDOT_MAX_ROWS:
         return device.bytedot(table, x)
     return device.matvec(table, x)
 

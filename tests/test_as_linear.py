@@ -27,7 +27,7 @@ from muser_mlx import linear
 from muser_mlx.backends import _GPU_BACKEND
 from muser_mlx.backends.kernel import bytedot_constants, mma_operands
 
-QUANTIZED = sorted(q for q, f in FORMATS.items() if f.block_values > 1)
+QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
 
 X_DTYPES = {mx.float32: 1e-5, mx.float16: 2 * 2.0**-10, mx.bfloat16: 2 * 2.0**-7}
@@ -301,7 +301,7 @@ def test_gpu_matvec_every_format_and_pass_width(qtype):
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
         assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
         assert_close(backend.matvec(table, x), x, W)
-        if table.format.block_values > 1 and backend.bytedot_kernel:
+        if table.format.quantized and backend.bytedot_kernel:
             assert_close(backend.bytedot(table, x), x, W)
 
 

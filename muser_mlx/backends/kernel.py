@@ -239,7 +239,7 @@ class DeviceBackend:
                 runs: int | None = None) -> mx.array:
         """As :meth:`matvec`, by byte dot products (``bytedot_kernel``; quantized tables only),
         the layout as in :func:`bytedot_constants`."""
-        assert table.format.block_values > 1
+        assert table.format.quantized
         return self._stream(self.bytedot_kernel, table, x, bytedot_constants(table, x, rows, vrows, runs))
 
     @staticmethod
@@ -257,7 +257,7 @@ class DeviceBackend:
     def mma(self, table, x: mx.array, tiles: tuple[int, int] | None = None) -> mx.array:
         """As :meth:`matvec`, on the matrix units (``matrix_units()``; quantized tables only), with
         ``tiles`` = (VTILES, XTILES) as in :func:`mma_constants`."""
-        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims and table.format.block_values > 1
+        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims and table.format.quantized
         constants = mma_constants(table, x, tiles)
         k = dict(constants)
         xh, x_sums = mma_operands(x, k["XTILES"])
