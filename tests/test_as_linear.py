@@ -142,7 +142,7 @@ def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
     x = mx.array(wide).astype(x.dtype)
     W = dequantized(data, table.qtype)
     x64 = np.array(x.astype(mx.float32)).astype(np.float64)
-    assume(np.abs(x64 @ W.T).max() < 2.0**14)  # float16 logits stay finite
+    assume(x.dtype != mx.float16 or np.abs(x64 @ W.T).max() < 2.0**14)  # float16 logits stay finite
     out = np.array(cpu_bytedot(table, x).astype(mx.float32)).astype(np.float64)
     planes = dict(bytedot_constants(table, x))["PLANES"]
     bound = X_DTYPES[x.dtype] * (np.abs(x64) @ np.abs(W).T) + 2.0 ** -(7 * planes) * (run_maxima(x64) @ np.abs(W).T)
