@@ -29,11 +29,12 @@ log = logging.getLogger("muser_mlx")
 # benchmarks/as_linear.py and benchmarks/mma_tuning.py (float32 x: matvec faster at 2 rows, mma
 # at 8; 4 is between them, not measured).
 MATVEC_MAX_ROWS = 16
-# Rows of x the byte dot products take: one row measured (H200, benchmarks/bytedot_tuning.py); at 2-3
-# rows of float32 x (below MMA_MIN_ROWS) they would need 96-162 registers, not measured.
-BYTEDOT_MAX_ROWS = 1
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
 MMA_MAX_ROWS = 128
+# Rows of x the byte dot products take: one row measured (H200, benchmarks/matvec_tuning.py
+# --kernel bytedot, and benchmarks/as_linear.py); at 2-3 rows of float32 x (below MMA_MIN_ROWS)
+# they would need 96-162 registers, not measured.
+BYTEDOT_MAX_ROWS = 1
 # Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
 # * 2 B = 52 MiB for float16 at Glimmer's width). benchmarks/as_linear.py measures it.
 TILE_ROWS = 4096

@@ -72,7 +72,8 @@ def _spelled(value) -> str:
 
 class DeviceKernel:
     """One kernel of one dialect: ``header`` = prelude + block decoders + the templates it
-    ``uses`` + the kernel's template (``<name>.h``), ``source`` = the dialect's few-line body (``<name>.metal`` / ``<name>.cu``)
+    ``uses`` + the kernel's template (``<name>.h``), ``source`` = the dialect's few-line body
+    (``<name>.metal`` / ``<name>.cu``)
     that calls the template with its thread index.
 
     ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
@@ -134,8 +135,9 @@ def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | N
 def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                       runs: int | None = None) -> tuple[tuple[str, object], ...]:
     """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
-    BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims allow, else 1) and
-    PLANES (byte planes of x: 3 for float32 x, 2 for float16 and bfloat16); x's dtype names it."""
+    BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims
+    allow, else 1) and PLANES (byte planes of x: 3 for float32 x, 2 for float16 and bfloat16);
+    x's dtype names it."""
     rows = rows or rows_per_pass(x.shape[0])
     return (
         *table_constants(table),
