@@ -73,8 +73,7 @@ def _spelled(value) -> str:
 class DeviceKernel:
     """One kernel of one dialect: ``header`` = prelude + block decoders + the templates it
     ``uses`` + the kernel's template (``<name>.h``), ``source`` = the dialect's few-line body
-    (``<name>.metal`` / ``<name>.cu``)
-    that calls the template with its thread index.
+    (``<name>.metal`` / ``<name>.cu``) that calls the template with its thread index.
 
     ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
     on first use and cached: the integer constants are ``#define``d after the header, so a call
