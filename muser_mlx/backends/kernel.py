@@ -60,10 +60,12 @@ def vocab_rows_per_warp(rows: int) -> int:
     return VOCAB_ROWS_PER_WARP[rows]
 
 
-def _without_comments(text: str) -> str:
-    """Kernel source minus its ``//`` comments and blank lines. MLX copies a kernel's header into
-    the source it assembles on every call, so the header's length is host time per lookup."""
-    return "\n".join(line for line in (re.sub(r"\s*//.*", "", l) for l in text.splitlines()) if line.strip())
+def kernel_header(texts) -> str:
+    """Kernel source texts joined into one header, minus their ``//`` comments and blank lines.
+    MLX copies a kernel's header into the source it assembles on every call, so the header's
+    length is host time per lookup."""
+    lines = (re.sub(r"\s*//.*", "", line) for text in texts for line in text.splitlines())
+    return "\n".join(line for line in lines if line.strip())
 
 
 def _spelled(value) -> str:
@@ -84,7 +86,7 @@ class DeviceKernel:
                  uses: tuple[str, ...] = ()):
         self.dialect, self.name = dialect, name
         files_ = (f"prelude_{dialect}.h", "formats.h", *uses, f"{name}.h")
-        self.header = "\n".join(_without_comments(kernel_source(f)) for f in files_)
+        self.header = kernel_header(kernel_source(f) for f in files_)
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
         self._register = register
