@@ -17,6 +17,11 @@ RESULTS = Path(__file__).parent / "results"
 GLIMMER = dict(dims=6656, vocab=202048)
 
 
+def fresh_ids(vocab: int, n: int):
+    """``make_args`` for the timers: ``i`` -> (``n`` random ids below ``vocab``, seeded by ``i``)."""
+    return lambda i: (mx.random.randint(0, vocab, (n,), key=mx.random.key(i)),)
+
+
 def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
     """Median wall time of ``mx.eval(fn(*args))``, fresh ``args = make_args(i)`` each rep
     (built and evaluated before the clock starts)."""

@@ -13,7 +13,7 @@ import statistics
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import GLIMMER, median_seconds, random_q_bytes
+from common import GLIMMER, fresh_ids, median_seconds, random_q_bytes
 from muser_mlx import Embedding, Table
 
 ROUNDS = 6
@@ -42,8 +42,7 @@ def main() -> None:
     times = {name: [] for name in contenders}
     for _ in range(ROUNDS):
         for name, fn in contenders.items():
-            v = 64 if "small" in name else vocab
-            times[name].append(median_seconds(lambda i: (mx.random.randint(0, v, (1,), key=mx.random.key(i)),), fn, 50))
+            times[name].append(median_seconds(fresh_ids(64 if "small" in name else vocab, 1), fn, 50))
     for name, t in times.items():
         print(f"1 id single eval {name}: median {statistics.median(t) * 1e6:.1f} us "
               f"(runs {' '.join(f'{x * 1e6:.0f}' for x in t)})", flush=True)

@@ -21,15 +21,11 @@ import argparse
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
+from common import GLIMMER, copy_bandwidth, fresh_ids, markdown, median_seconds, queued_seconds, random_q_bytes, save
 from muser_mlx import Embedding, Table
 
 
 QUEUED = 16
-
-
-def fresh_ids(vocab: int, n: int):
-    return lambda i: (mx.random.randint(0, vocab, (n,), key=mx.random.key(i)),)
 
 
 def one_graph_of_single_tokens(emb, vocab: int, tokens: int = 64):

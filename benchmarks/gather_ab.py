@@ -15,7 +15,7 @@ import subprocess
 
 import mlx.core as mx
 
-from common import GLIMMER, copy_bandwidth, queued_seconds, random_q_bytes
+from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import kernel as K
 
@@ -25,8 +25,7 @@ def header_at(revision: str) -> str:
         return subprocess.run(["git", "show", f"{revision}:kernels/{name}"], check=True, capture_output=True,
                               text=True).stdout
 
-    texts = (source("prelude_cuda.h"), source("formats.h"), K.kernel_source("gather.h"))
-    return "\n".join(K._without_comments(t) for t in texts)
+    return K.kernel_header((source("prelude_cuda.h"), source("formats.h"), K.kernel_source("gather.h")))
 
 
 def main() -> None:
@@ -52,8 +51,7 @@ def main() -> None:
                 ref = out if ref is None else ref
                 line = [f"{qtype} {name} same={bool(mx.array_equal(out, ref))}"]
                 for n in (4096, 32768):
-                    ids = lambda i, n=n: (mx.random.randint(0, vocab, (n,), key=mx.random.key(i)),)
-                    q = queued_seconds(ids, emb, 20, 16)[0]
+                    q = queued_seconds(fresh_ids(vocab, n), emb, 20, 16)[0]
                     line.append(f"n={n}: {q * 1e6:.1f} us ({100 * n * (table.row_bytes + 4 * dims) / q / copy:.0f}%)")
                 print(" | ".join(line), flush=True)
     kernel.header, kernel._kernels = variants["new"], {}
