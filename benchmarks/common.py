@@ -37,35 +37,36 @@ def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
 
 
 def queued_seconds(make_args, fn, reps: int, calls: int, warmup: int = 2) -> tuple[float, float]:
-    """Per call, median over ``reps``: (device, host) seconds of ``calls`` calls queued in one
-    evaluation. Each rep builds the graphs of ``fn(*make_args(j))`` for ``calls`` fresh ``j``
-    (host: Python and MLX graph building, timed alone), then evaluates them with one ``mx.eval``
-    (device: the kernels back to back, and one sync shared by all): the throughput a model sees
-    when its calls queue behind each other, as they do inside one forward pass."""
+    """Per call, median over ``reps``: (device, host) seconds of calls queued in one evaluation,
+    the throughput a model sees when its calls queue behind each other, as they do inside one
+    forward pass. Each rep evaluates ``calls`` calls of ``fn(*make_args(j))`` (fresh ``j``) in
+    one ``mx.eval``, then ``2 * calls`` in another; device = the difference of the two evaluations'
+    times / ``calls``, so an evaluation's fixed cost (its sync, its first launch: 40-130 us on an
+    H200) cancels instead of being shared among the calls. Host = the time spent building the
+    graphs (Python and MLX), per call."""
     device, host = [], []
     for i in range(warmup + reps):
-        args = [make_args(calls * i + j) for j in range(calls)]
-        mx.eval(args)
-        t0 = time.perf_counter()
-        outs = [fn(*a) for a in args]
-        t1 = time.perf_counter()
-        mx.eval(outs)
-        t2 = time.perf_counter()
+        seconds = []
+        for count in (calls, 2 * calls):
+            args = [make_args(3 * calls * i + (count - calls) + j) for j in range(count)]
+            mx.eval(args)
+            t0 = time.perf_counter()
+            outs = [fn(*a) for a in args]
+            t1 = time.perf_counter()
+            mx.eval(outs)
+            seconds.append(time.perf_counter() - t1)
+            del outs
         if i >= warmup:
-            host.append((t1 - t0) / calls)
-            device.append((t2 - t1) / calls)
-        del outs
+            host.append((t1 - t0) / (2 * calls))
+            device.append((seconds[1] - seconds[0]) / calls)
     return statistics.median(device), statistics.median(host)
 
 
 def copy_bandwidth(gib: float = 1.0, reps: int = 10) -> float:
-    """Bytes/s of a large elementwise float32 op (reads and writes ``gib`` GiB each): the better
-    of one op per evaluation and two queued (:func:`queued_seconds`), so ratios against it are
-    never flattered by a slow copy."""
+    """Bytes/s of a large elementwise float32 op (reads and writes ``gib`` GiB each), queued
+    (:func:`queued_seconds`): the device's own rate, which the ratios against it compare with."""
     x = mx.random.uniform(shape=(int(gib * 2**28),))
-    single = median_seconds(lambda i: (x,), lambda a: a + 1.0, reps)
-    queued = queued_seconds(lambda i: (x,), lambda a: a + 1.0, reps, calls=2)[0]
-    return 2 * x.nbytes / min(single, queued)
+    return 2 * x.nbytes / queued_seconds(lambda i: (x,), lambda a: a + 1.0, reps, calls=2)[0]
 
 
 def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarray:

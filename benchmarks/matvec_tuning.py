@@ -4,7 +4,7 @@ dims 6,656, vocab 202,048). ``--kernel bytedot`` tunes kernels/bytedot.h instead
 RUNS (runs of 16 values per lane and step) in place of VALUES.
 
 For each row count n of x and each layout with ROWS * VROWS <= 32: the median time of
-one call per evaluation, and of 4 calls queued (common.queued_seconds: device time per call), with
+one call per evaluation, and queued (common.queued_seconds: device time per call, from 4 and 8), with
 the GB/s of the table bytes it streams (n / ROWS passes) against the copy bandwidth of the same
 run. (The recorded H100 sweep, results/matvec_tuning_gpu.md, predates queued_seconds: its "in
 flight" column timed 4 calls built and evaluated inside one timing.)

@@ -1,0 +1,98 @@
+"""A/B of the CUDA kernels: this tree's prelude and block decoders against a git revision's,
+alternating in one process (so both see the same machine state), queued timings at the Glimmer
+shape against the copy bandwidth of the same run. CUDA only.
+
+    python benchmarks/kernel_ab.py --against c23f0f7 --formats Q4_K Q6_K Q8_0 BF16 --heads
+
+Each round builds the revision's headers (its prelude_cuda.h and formats.h, this tree's kernel
+templates) under kernel names of their own (MLX caches compiled kernels by name), checks that
+both give the same output, and times queued calls (common.queued_seconds): lookups of 4,096 and
+32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma
+at 16) and of F16 (matvec at 1 row), each against the table bytes it streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+import mlx.core as mx
+
+from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
+from muser_mlx import Embedding, Table
+from muser_mlx.backends import kernel as K
+
+KERNELS = ("gather_kernel", "matvec_kernel", "bytedot_kernel", "mma_kernel")
+HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
+
+
+def source_at(revision: str, name: str) -> str:
+    return subprocess.run(["git", "show", f"{revision}:kernels/{name}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def variants(revision: str) -> dict[str, dict[str, tuple[str, str]]]:
+    """{"new" | "old": {kernel attribute: (name, header)}}: the old headers swap in the revision's
+    prelude and decoders before this tree's templates."""
+    old_base = [source_at(revision, "prelude_cuda.h"), source_at(revision, "formats.h")]
+    out = {"new": {}, "old": {}}
+    for attr in KERNELS:
+        kernel = getattr(K.CUDA, attr)
+        templates = [K.kernel_source(u) for u in kernel.uses] + [K.kernel_source(f"{kernel.name}.h")]
+        out["new"][attr] = (kernel.name, kernel.header)
+        out["old"][attr] = (f"{kernel.name}_at_{revision}", K.kernel_header(old_base + templates))
+    return out
+
+
+def use(variant: dict[str, tuple[str, str]]) -> None:
+    for attr, (name, header) in variant.items():
+        kernel = getattr(K.CUDA, attr)
+        kernel.name, kernel.header, kernel._kernels = name, header, {}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--against", required=True, help="git revision of the other kernel source")
+    p.add_argument("--formats", nargs="+", default=["Q4_K", "Q6_K", "Q8_0", "BF16"])
+    p.add_argument("--heads", action="store_true", help="also the LM heads (HEADS)")
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args()
+    dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
+    copy = copy_bandwidth()
+    print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
+    both = variants(args.against)
+
+    def rounds(label: str, make_call, probe: tuple, sizes: list[tuple[str, object, int]]) -> None:
+        """``sizes``: (label, make_args, bytes moved per call); ``make_call()`` after each switch."""
+        ref = None
+        for _ in range(args.rounds):
+            for name, variant in both.items():
+                use(variant)
+                call = make_call()
+                out = call(*probe)
+                ref = out if ref is None else ref
+                line = [f"{label} {name} same={bool(mx.array_equal(out, ref))}"]
+                for size, make_args, nbytes in sizes:
+                    q = queued_seconds(make_args, call, 12, 16)[0]
+                    line.append(f"{size}: {q * 1e6:.1f} us ({100 * nbytes / q / copy:.0f}%)")
+                print(" | ".join(line), flush=True)
+
+    for qtype in args.formats:
+        table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        mx.eval(table.data)
+        sizes = [(f"n={n}", fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims)) for n in (4096, 32768)]
+        rounds(f"gather {qtype}", lambda table=table: Embedding(table), (mx.arange(0, vocab, 997),), sizes)
+    for qtype, head, rows in HEADS if args.heads else ():
+        table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        mx.eval(table.data)
+
+        def make_args(i, rows=rows):
+            return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
+
+        rounds(f"{head} {qtype} rows={rows}", lambda table=table, head=head: lambda x: getattr(K.CUDA, head)(table, x),
+               make_args(0), [("table", make_args, table.data.nbytes)])
+    use(both["new"])
+
+
+if __name__ == "__main__":
+    main()
