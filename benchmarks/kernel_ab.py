@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -27,6 +28,10 @@ HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 
 
 def source_at(revision: str, name: str) -> str:
+    """kernels/``name`` at a git revision, or in a folder of kernel sources (a machine without
+    the repository's history)."""
+    if Path(revision).is_dir():
+        return (Path(revision) / name).read_text()
     return subprocess.run(["git", "show", f"{revision}:kernels/{name}"], check=True, capture_output=True,
                           text=True).stdout
 
@@ -40,7 +45,7 @@ def variants(revision: str) -> dict[str, dict[str, tuple[str, str]]]:
         kernel = getattr(K.CUDA, attr)
         templates = [K.kernel_source(u) for u in kernel.uses] + [K.kernel_source(f"{kernel.name}.h")]
         out["new"][attr] = (kernel.name, kernel.header)
-        out["old"][attr] = (f"{kernel.name}_at_{revision}", K.kernel_header(old_base + templates))
+        out["old"][attr] = (f"{kernel.name}_at_{Path(revision).name}", K.kernel_header(old_base + templates))
     return out
 
 
@@ -52,7 +57,7 @@ def use(variant: dict[str, tuple[str, str]]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--against", required=True, help="git revision of the other kernel source")
+    p.add_argument("--against", required=True, help="git revision (or folder) of the other kernel source")
     p.add_argument("--formats", nargs="+", default=["Q4_K", "Q6_K", "Q8_0", "BF16"])
     p.add_argument("--heads", action="store_true", help="also the LM heads (HEADS)")
     p.add_argument("--rounds", type=int, default=2)
