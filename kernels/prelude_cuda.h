@@ -26,32 +26,28 @@ MUSER_FN int muser_dot4(uint32_t a, uint32_t b, int c) {
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
 
-// Table reads: the table is read-only while a kernel runs, so they take the non-coherent path
-// (ld.global.nc), and each asks L2 to fetch the whole 256-byte span around it (L2::256B): the
-// kernels stream table rows, and on an H200 the hint sped the 16-row mma head by 9% and the
-// float16 matvec by 8%, the gather and bytedot within noise (results/load_hint_gpu.log).
 // W = 1, 2 or 4 little-endian words from p, aligned to 4W bytes: one load instruction.
 template <int W>
 struct muser_words;
 template <>
 struct muser_words<1> {
   template <typename P>
-  static MUSER_FN void load(P p, uint32_t* w) { asm("ld.global.nc.L2::256B.u32 %0, [%1];" : "=r"(w[0]) : "l"(p)); }
+  static MUSER_FN void load(P p, uint32_t* w) { w[0] = *reinterpret_cast<const uint32_t*>(p); }
 };
 template <>
 struct muser_words<2> {
   template <typename P>
   static MUSER_FN void load(P p, uint32_t* w) {
-    asm("ld.global.nc.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x, w[1] = v.y;
   }
 };
 template <>
 struct muser_words<4> {
   template <typename P>
   static MUSER_FN void load(P p, uint32_t* w) {
-    asm("ld.global.nc.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-        : "l"(p));
+    uint4 v = *reinterpret_cast<const uint4*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
   }
 };
 
@@ -67,25 +63,20 @@ template <int W, typename P>
 MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
   const size_t address = reinterpret_cast<size_t>(p);
   if ((address & 2) == 0) {
-    for (int k = 0; k < W; ++k) muser_words<1>::load(p + 4 * k, w + k);
+    for (int k = 0; k < W; ++k) w[k] = reinterpret_cast<const uint32_t*>(p)[k];
   } else {
     const uint32_t* aligned = reinterpret_cast<const uint32_t*>(address - 2);
-    uint32_t next;
-    muser_words<1>::load(aligned, &next);
+    uint32_t next = aligned[0];
     for (int k = 0; k < W; ++k) {
       const uint32_t word = next;
-      muser_words<1>::load(aligned + k + 1, &next);
+      next = aligned[k + 1];
       w[k] = __funnelshift_r(word, next, 16);
     }
   }
 }
 
 template <typename P>
-MUSER_FN uint32_t muser_load_u16(P p) {
-  uint16_t h;
-  asm("ld.global.nc.L2::256B.u16 %0, [%1];" : "=h"(h) : "l"(p));
-  return h;
-}
+MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }
 
 // N consecutive values of x (float, half or bfloat16) as float32: 16-byte loads where aligned
 // (x may be a view at any element offset).
