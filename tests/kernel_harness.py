@@ -24,6 +24,7 @@ import mlx.core as mx
 import numpy as np
 
 from muser_mlx.backends.kernel import (
+    CUDA,
     METAL,
     MMA_ROWS,
     WARP,
@@ -216,7 +217,7 @@ def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None 
     x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
     args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
     call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
-    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call), uses=("matvec.h",))
+    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call), uses=CUDA.bytedot_kernel.uses)
     return _run_matvec(lib, table, x, warps, k["VROWS"])
 
 
