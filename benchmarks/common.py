@@ -46,7 +46,7 @@ def queued_seconds(make_args, fn, reps: int, calls: int, warmup: int = 2) -> tup
     graphs (Python and MLX), per call."""
     device, host = [], []
     for i in range(warmup + reps):
-        seconds = []
+        built, evaluated = [], []  # seconds for calls, then 2 * calls
         for count in (calls, 2 * calls):
             args = [make_args(3 * calls * i + (count - calls) + j) for j in range(count)]
             mx.eval(args)
@@ -54,11 +54,12 @@ def queued_seconds(make_args, fn, reps: int, calls: int, warmup: int = 2) -> tup
             outs = [fn(*a) for a in args]
             t1 = time.perf_counter()
             mx.eval(outs)
-            seconds.append(time.perf_counter() - t1)
+            evaluated.append(time.perf_counter() - t1)
+            built.append(t1 - t0)
             del outs
         if i >= warmup:
-            host.append((t1 - t0) / (2 * calls))
-            device.append((seconds[1] - seconds[0]) / calls)
+            host.append(built[1] / (2 * calls))
+            device.append((evaluated[1] - evaluated[0]) / calls)
     return statistics.median(device), statistics.median(host)
 
 
