@@ -202,10 +202,12 @@ template <typename P>
 MUSER_FN Affine k_scale_min(P block, uint32_t s) {
   uint32_t head[4];  // bytes 0-3, 4-7 (scales 0-3), 8-11 (mins 0-3), 12-15 (low bits of entries 4-7)
   bytes_at<16, 16>(block, head);
-  // The scales and mins of sub-blocks 4 (s / 4) .. +3, one per byte.
-  const bool first = s < 4;
-  const uint32_t sc = first ? head[1] & 0x3F3F3F3Fu : (head[3] & 0x0F0F0F0Fu) | ((head[1] >> 2) & 0x30303030u);
-  const uint32_t m = first ? head[2] & 0x3F3F3F3Fu : ((head[3] >> 4) & 0x0F0F0F0Fu) | ((head[2] >> 2) & 0x30303030u);
+  // The scales and mins of sub-blocks 4h .. 4h + 3 (h = s / 4), one per byte: for h = 0 bits 0-3
+  // and 4-5 both come from bytes 4-7 (8-11), for h = 1 from 12-15 and the top bits of 4-7 (8-11).
+  // Written without a branch on h, so that sub-blocks 2k and 2k + 1 visibly share it all.
+  const uint32_t h = s / 4;
+  const uint32_t sc = ((h ? head[3] : head[1]) & 0x0F0F0F0Fu) | ((head[1] >> (2 * h)) & 0x30303030u);
+  const uint32_t m = (((h ? head[3] : head[2]) >> (4 * h)) & 0x0F0F0F0Fu) | ((head[2] >> (2 * h)) & 0x30303030u);
   return Affine{muser_f16_bits_to_float(uint16_t(head[0] & 0xFFFFu)) * byte_level(sc, s % 4, 0.0f),
                 muser_f16_bits_to_float(uint16_t(head[0] >> 16)) * byte_level(m, s % 4, 0.0f)};
 }

@@ -32,10 +32,13 @@ MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint3
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
   const uint32_t step = thread_count / warp_lanes * VROWS;
-  for (uint32_t r0 = thread_index / warp_lanes * VROWS; r0 < uint32_t(VOCAB); r0 += step) {
+  for (uint32_t r = thread_index / warp_lanes * VROWS; r < uint32_t(VOCAB); r += step) {
+    // rows r0 .. r0 + VROWS - 1, all in the table: at its end r0 < r (the rows before r again,
+    // the same logits stored twice), and a table of fewer rows repeats its last.
+    const uint32_t r0 = VOCAB <= VROWS ? 0u : r < uint32_t(VOCAB - VROWS) ? r : uint32_t(VOCAB - VROWS);
     TableP rows[VROWS];
     for (int v = 0; v < VROWS; ++v) {
-      rows[v] = table + (r0 + v < uint32_t(VOCAB) ? r0 + v : uint32_t(VOCAB) - 1) * row_bytes;
+      rows[v] = table + r0 * row_bytes + uint32_t(v < VOCAB ? v : VOCAB - 1) * row_bytes;
     }
     for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
       const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
@@ -49,7 +52,7 @@ MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint3
       for (int v = 0; v < VROWS; ++v) {
         for (int m = 0; m < ROWS; ++m) {
           float logit = muser_sum(acc[v][m]);
-          if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && r0 + v < uint32_t(VOCAB)) {
+          if (lane == uint32_t(v * ROWS + m) && uint32_t(m) < live && v < VOCAB) {
             muser_store<1>(out + (m0 + m) * uint64_t(VOCAB) + r0 + v, &logit);
           }
         }

@@ -1,7 +1,7 @@
 """Compile the package's kernel source with the host C++ compiler and run it over every thread.
 
-Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; bytedot and mma,
-which only CUDA registers, in the CPU dialect alone):
+Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot and
+mma, which only CUDA registers, in the CPU dialect alone):
 - ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + formats.h + the kernel's template, the shared
   source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
@@ -36,6 +36,8 @@ from muser_mlx.backends.kernel import (
     mma_constants,
     mma_operands,
     values_per_thread,
+    x_planes,
+    x_run_words,
 )
 
 KERNELS = Path(kernel_source.__globals__["files"]("muser_mlx.kernels"))
@@ -190,13 +192,16 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, vrows: int | None = None) -> mx.array:
-    """Run a streaming kernel: ``warps`` warps (default: the package's grid for ``vrows`` table
-    rows per warp, default the matvec's)."""
+def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, vrows: int | None = None,
+                operand: mx.array | None = None) -> mx.array:
+    """Run a streaming kernel on x (read as ``operand``, default x itself): ``warps`` warps
+    (default: the package's grid for ``vrows`` table rows per warp, default the matvec's)."""
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
     vrows = vrows or dict(matvec_constants(table, x))["VROWS"]
     threads = warps * WARP if warps else matvec_threads(table.vocab, vrows)
-    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(x)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads))
+    operand = x if operand is None else operand
+    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(operand)), ctypes.c_uint32(x.shape[0]), _ptr(out),
+                 ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
     return _result(out, x.dtype)
 
@@ -210,15 +215,33 @@ def cpu_matvec(table, x: mx.array, warps: int | None = None, values: int | None 
     return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
 
 
+_XRUNS_RUN = """
+extern "C" void run(const void* x, uint32_t n_runs, void* runs) {{
+  for (uint32_t t = 0; t < n_runs; ++t) {call};
+}}
+"""
+
+
+def cpu_x_runs(table, x: mx.array) -> mx.array:
+    """kernels/xruns.h through prelude_cpu.h, every thread in turn: x's runs' records."""
+    x_type, planes = C_TYPES[x.dtype][0], x_planes(x)
+    runs = np.zeros((x.shape[0], table.dims // 16, x_run_words(planes)), np.uint32)
+    call = f"muser::x_runs<{planes}>((const {x_type}*)x, n_runs, (uint32_t*)runs, t)"
+    _cpu_lib("xruns.h", _XRUNS_RUN.format(call=call)).run(_ptr(_host(x)), ctypes.c_uint32(runs.shape[0] * runs.shape[1]),
+                                                            _ptr(runs))
+    return mx.array(runs)
+
+
 def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None = None,
                 runs: int | None = None) -> mx.array:
-    """kernels/bytedot.h through prelude_cpu.h (muser_dot4 emulated byte by byte), ``warps`` warps
-    (default: the package's grid), ``vrows`` and ``runs`` as in bytedot_constants."""
+    """kernels/bytedot.h through prelude_cpu.h (muser_dot4 emulated byte by byte) on
+    :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), ``vrows`` and ``runs``
+    as in bytedot_constants."""
     x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
     args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
-    call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
+    call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, grid)"
     lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call), uses=CUDA.bytedot_kernel.uses)
-    return _run_matvec(lib, table, x, warps, k["VROWS"])
+    return _run_matvec(lib, table, x, warps, k["VROWS"], operand=cpu_x_runs(table, x))
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:

@@ -133,19 +133,34 @@ def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | N
     )
 
 
+def x_planes(x: mx.array) -> int:
+    """Byte planes of x's integers in the byte dot products (kernels/xruns.h): 3 for float32 x,
+    2 for float16 and bfloat16."""
+    return 3 if x.dtype == mx.float32 else 2
+
+
+def x_run_words(planes: int) -> int:
+    """32-bit words of one run's record (kernels/xruns.h: XRunRecord<PLANES>::words)."""
+    return (5 * planes + 5) // 4 * 4
+
+
+def xruns_constants(table, x: mx.array) -> tuple[tuple[str, object], ...]:
+    """kernels/xruns.h's constants: DIMS and PLANES; x's dtype names it."""
+    return (("DIMS", table.dims), ("PLANES", x_planes(x)), ("X", x.dtype))
+
+
 def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                       runs: int | None = None) -> tuple[tuple[str, object], ...]:
     """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
     BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims
-    allow, else 1) and PLANES (byte planes of x: 3 for float32 x, 2 for float16 and bfloat16);
-    x's dtype names it."""
+    allow, else 1) and PLANES (:func:`x_planes`); x's dtype (out's) names it."""
     rows = rows or rows_per_pass(x.shape[0])
     return (
         *table_constants(table),
         ("ROWS", rows),
         ("VROWS", vrows or min(BYTEDOT_VROWS, WARP // rows)),
         ("RUNS", runs or (2 if table.dims % 64 == 0 else 1)),
-        ("PLANES", 3 if x.dtype == mx.float32 else 2),
+        ("PLANES", x_planes(x)),
         ("X", x.dtype),
     )
 
@@ -203,8 +218,9 @@ class DeviceBackend:
     def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
         self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
+        self.xruns_kernel = byte_dots and DeviceKernel(dialect, "xruns", ["x"], ["runs"], register)
         self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register,
-                                                         uses=("matvec.h",))
+                                                         uses=("matvec.h", "xruns.h"))
         self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
         self.matrix_units = matrix_units or (lambda: False)
 
@@ -236,21 +252,37 @@ class DeviceBackend:
                values: int | None = None) -> mx.array:
         """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
         the table once per ``rows`` rows of x; the layout as in :func:`matvec_constants`."""
-        return self._stream(self.matvec_kernel, table, x, matvec_constants(table, x, rows, vrows, values))
+        return self._stream(self.matvec_kernel, table, x, x, matvec_constants(table, x, rows, vrows, values))
 
     def bytedot(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                 runs: int | None = None) -> mx.array:
-        """As :meth:`matvec`, by byte dot products (``bytedot_kernel``; quantized tables only),
-        the layout as in :func:`bytedot_constants`."""
+        """As :meth:`matvec`, by byte dot products (``bytedot_kernel``; quantized tables only) on
+        :meth:`x_runs` of x, the layout as in :func:`bytedot_constants`."""
         assert table.format.quantized
-        return self._stream(self.bytedot_kernel, table, x, bytedot_constants(table, x, rows, vrows, runs))
+        return self._stream(self.bytedot_kernel, table, self.x_runs(table, x), x,
+                            bytedot_constants(table, x, rows, vrows, runs))
+
+    def x_runs(self, table, x: mx.array) -> mx.array:
+        """``x [n, dims]`` -> its runs' records ``[n, dims / 16, x_run_words] uint32`` for
+        ``bytedot`` (kernels/xruns.h), a thread per run."""
+        assert x.ndim == 2 and x.shape[1] == table.dims and table.dims % 16 == 0, (x.shape, table.dims)
+        constants = xruns_constants(table, x)
+        n_runs = x.shape[0] * table.dims // 16
+        return self.xruns_kernel.for_constants(constants)(
+            inputs=[x],
+            grid=(-(-n_runs // THREADGROUP) * THREADGROUP, 1, 1),
+            threadgroup=(THREADGROUP, 1, 1),
+            output_shapes=[(x.shape[0], table.dims // 16, x_run_words(dict(constants)["PLANES"]))],
+            output_dtypes=[mx.uint32],
+        )[0]
 
     @staticmethod
-    def _stream(kernel: DeviceKernel, table, x: mx.array, constants) -> mx.array:
-        """A warp per VROWS table rows (kernels/matvec.h's grid) over ``x [n, dims]``."""
+    def _stream(kernel: DeviceKernel, table, operand: mx.array, x: mx.array, constants) -> mx.array:
+        """A warp per VROWS table rows (kernels/matvec.h's grid): logits ``[n, vocab]`` in x's
+        dtype of ``x [n, dims]``, which the kernel reads as ``operand`` (x itself, or its runs)."""
         assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
         return kernel.for_constants(constants)(
-            inputs=[table.data, x],
+            inputs=[table.data, operand],
             grid=(matvec_threads(table.vocab, dict(constants)["VROWS"]), 1, 1),
             threadgroup=(THREADGROUP, 1, 1),
             output_shapes=[(x.shape[0], table.vocab)],
