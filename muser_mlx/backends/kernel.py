@@ -26,9 +26,11 @@ WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lane
 # Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
 # an H200 sweep of the previous decoders picked the same).
 VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
-# Table rows per warp of kernels/bytedot.h: the fastest or tied at one row of float16 x (H200,
-# benchmarks/results/bytedot_tuning_gpu_float16.log; float32 x: 4, 8 and 16 within 4%).
+# Table rows per warp of kernels/bytedot.h at one row of x, by format (default BYTEDOT_VROWS): the
+# fastest of 2-16 (x float16; Q4_K float32 x too: 8; H200, benchmarks/results/experiments_gpu.log,
+# "sweep"): Q4_K 4 and 8 tied, Q5_K 8, Q6_K and Q8_0 4.
 BYTEDOT_VROWS = 8
+BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 4, "Q8_0": 4}
 
 
 def kernel_source(name: str) -> str:
@@ -152,13 +154,13 @@ def xruns_constants(table, x: mx.array) -> tuple[tuple[str, object], ...]:
 def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                       runs: int | None = None) -> tuple[tuple[str, object], ...]:
     """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
-    BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims
+    BYTEDOT_VROWS_BY_FORMAT's, else BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims
     allow, else 1) and PLANES (:func:`x_planes`); x's dtype (out's) names it."""
     rows = rows or rows_per_pass(x.shape[0])
     return (
         *table_constants(table),
         ("ROWS", rows),
-        ("VROWS", vrows or min(BYTEDOT_VROWS, WARP // rows)),
+        ("VROWS", vrows or min(BYTEDOT_VROWS_BY_FORMAT.get(table.qtype, BYTEDOT_VROWS), WARP // rows)),
         ("RUNS", runs or (2 if table.dims % 64 == 0 else 1)),
         ("PLANES", x_planes(x)),
         ("X", x.dtype),
