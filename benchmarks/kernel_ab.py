@@ -23,7 +23,7 @@ from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import kernel as K
 
-KERNELS = ("gather_kernel", "matvec_kernel", "bytedot_kernel", "mma_kernel")
+KERNELS = ("gather_kernel", "matvec_kernel", "xruns_kernel", "bytedot_kernel", "mma_kernel")
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 
 

@@ -1,4 +1,4 @@
-// x for the byte dot products (bytedot.h): x [n, DIMS] -> runs [n, DIMS / 16, x_run_words<PLANES>]
+// x for the byte dot products (bytedot.h): x [n, DIMS] -> runs [n, DIMS / 16, XRunRecord<PLANES>::words]
 // uint32, one record per run of 16 values, one thread per run. Computed once per call, so the
 // LM head's warps load each run's integers instead of converting it again for every table row.
 //
@@ -12,7 +12,7 @@
 //   0 .. 4P-1  planes: word 4p + c holds byte p of X[4c + k] in byte k
 //   4P .. 5P-1 plane sums: the sum of plane p's bytes (signed in the top plane), as int32
 //   5P         unit (float32)   5P+1  sum(X) (float32)   then zeros to a multiple of 4 words
-// Reads 16 values of x and writes x_run_words * 4 bytes per run.
+// Reads 16 values of x and writes XRunRecord<PLANES>::words * 4 bytes per run.
 // Needs from the prelude: muser_dot4, muser_byte_perm, muser_float_bits, muser_load_x.
 #pragma once
 

@@ -154,8 +154,9 @@ def xruns_constants(table, x: mx.array) -> tuple[tuple[str, object], ...]:
 def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                       runs: int | None = None) -> tuple[tuple[str, object], ...]:
     """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
-    BYTEDOT_VROWS_BY_FORMAT's, else BYTEDOT_VROWS, at most 32 / ROWS), RUNS (runs of 16 values per lane and step: 2 where dims
-    allow, else 1) and PLANES (:func:`x_planes`); x's dtype (out's) names it."""
+    the format's in BYTEDOT_VROWS_BY_FORMAT, else BYTEDOT_VROWS; at most 32 / ROWS), RUNS (runs of
+    16 values per lane and step: 2 where dims allow, else 1) and PLANES (:func:`x_planes`); x's
+    dtype (out's) names it."""
     rows = rows or rows_per_pass(x.shape[0])
     return (
         *table_constants(table),
