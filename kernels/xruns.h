@@ -4,9 +4,9 @@
 //
 // x goes in as integers, per run of 16 values: X = rint(x / unit), unit the power of two that
 // brings the run's largest |x| to at most 2^BITS (BITS = 7 * PLANES: 14 for float16 and bfloat16
-// x, PLANES 2; 21 for float32 x, PLANES 3). Each x is then off by at most unit / 2, that is
-// 2^-(BITS + 1) of the run's largest |x| (float16's own rounding is 2^-11 of each value, float32's
-// 2^-24). X's bytes are PLANES byte planes, the top one signed. A run holding a NaN or an infinity
+// x, PLANES 2; 21 for float32 x, PLANES 3). Each x is then off by at most unit / 2: 2^-(BITS + 1)
+// of the power of two above the run's largest |x|, at most 2^-BITS of that |x| (float16's own
+// rounding is 2^-11 of each value, float32's 2^-24). X's bytes are PLANES byte planes, the top one signed. A run holding a NaN or an infinity
 // gets a NaN unit (its logits are NaN).
 // A record, in 32-bit words (48 B for PLANES 2, 80 B for PLANES 3: whole 16-byte loads):
 //   0 .. 4P-1  planes: word 4p + c holds byte p of X[4c + k] in byte k

@@ -19,13 +19,13 @@ import pytest
 from conftest import fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, metal_matvec
+from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx import linear
 from muser_mlx.backends import _GPU_BACKEND
-from muser_mlx.backends.kernel import bytedot_constants, mma_operands
+from muser_mlx.backends.kernel import bytedot_constants, mma_operands, x_planes
 
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
@@ -147,6 +147,42 @@ def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
     planes = dict(bytedot_constants(table, x))["PLANES"]
     bound = X_DTYPES[x.dtype] * (np.abs(x64) @ np.abs(W).T) + 2.0 ** -(7 * planes) * (run_maxima(x64) @ np.abs(W).T)
     assert np.all(np.abs(out - x64 @ W.T) <= bound + SMALLEST_NORMAL[x.dtype])
+
+
+def decoded_records(records: np.ndarray, planes: int) -> tuple[np.ndarray, ...]:
+    """kernels/xruns.h's records [n, runs, words] -> (X [n, runs, 16] from the byte planes, the
+    stored plane sums [n, runs, planes], unit and sum(X) [n, runs] as float32, the padding words)."""
+    words = records.reshape(*records.shape[:2], -1)
+    plane_bytes = words[..., : 4 * planes].copy().view(np.uint8).reshape(*words.shape[:2], planes, 16).astype(np.int64)
+    plane_bytes[..., -1, :] = plane_bytes[..., -1, :].astype(np.uint8).view(np.int8)  # the top plane is signed
+    X = sum(plane_bytes[..., p, :] * 256**p for p in range(planes))
+    sums = words[..., 4 * planes : 5 * planes].view(np.int32)
+    unit, total = (words[..., 5 * planes + k].view(np.float32) for k in (0, 1))
+    return X, sums, plane_bytes.sum(axis=-1), unit, total, words[..., 5 * planes + 2 :]
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from(list(X_DTYPES)), st.integers(-20, 20), st.integers(0, 2**32 - 1))
+def test_x_runs_hold_each_run_as_integers_of_a_power_of_two_unit(n, blocks, dtype, scale, seed):
+    """kernels/xruns.h (CPU dialect), x spread over 2^+-30 (float16: 2^+-6) within runs: per run
+    of 16 values, unit is a power of two, X = rint(x / unit) exactly, so each x is off by at most
+    2^-(7 * PLANES) of its run's largest |x|; the byte planes, their sums and sum(X) agree; the
+    padding is zeros."""
+    rng = np.random.default_rng(seed)
+    dims, spread = 32 * blocks, 6 if dtype == mx.float16 else 30
+    scale = max(-6, min(scale, 6)) if dtype == mx.float16 else scale
+    values = rng.standard_normal((n, dims)) * np.exp2(scale + rng.integers(-spread, spread + 1, (n, dims)))
+    x = mx.array(values.astype(np.float32)).astype(dtype)
+    table = Table.from_bytes(random_table_bytes(rng, "Q8_0", 1, dims), "Q8_0", dims)  # x_runs reads its dims
+    planes = x_planes(x)
+    X, sums, plane_sums, unit, total, padding = decoded_records(np.array(cpu_x_runs(table, x)), planes)
+    xf = np.array(x.astype(mx.float32)).astype(np.float64).reshape(n, -1, 16)
+    assert np.all(np.frexp(unit)[0] == 0.5)  # powers of two
+    assert np.array_equal(X, np.rint(xf / unit[..., None]))
+    largest = np.abs(xf).max(axis=-1, keepdims=True)
+    assert np.all(np.abs(xf - unit[..., None] * X) <= np.maximum(2.0 ** -(7 * planes) * largest, 2.0**-127))
+    assert np.array_equal(sums, plane_sums) and np.array_equal(total, X.sum(axis=-1).astype(np.float32))
+    assert not padding.any()
 
 
 def test_bytedot_non_finite_x_gives_nan_logits():
