@@ -151,7 +151,8 @@ def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
 
 def decoded_records(records: np.ndarray, planes: int) -> tuple[np.ndarray, ...]:
     """kernels/xruns.h's records [n, runs, words] -> (X [n, runs, 16] from the byte planes, the
-    stored plane sums [n, runs, planes], unit and sum(X) [n, runs] as float32, the padding words)."""
+    stored plane sums and the sums of the planes' bytes [n, runs, planes], the stored unit and
+    sum(X) [n, runs] as float32, the padding words)."""
     words = records.reshape(*records.shape[:2], -1)
     plane_bytes = words[..., : 4 * planes].copy().view(np.uint8).reshape(*words.shape[:2], planes, 16).astype(np.int64)
     plane_bytes[..., -1, :] = plane_bytes[..., -1, :].astype(np.uint8).view(np.int8)  # the top plane is signed
