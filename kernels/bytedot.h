@@ -13,7 +13,7 @@
 // hold both runs' levels); RUNS 1, values i = 16 u. It loads those runs' records once and reuses
 // them for its VROWS table rows.
 // Needs matvec.h (stream_logits), xruns.h (the records) and from the prelude: muser_dot4,
-// muser_load_words, muser_sum, muser_store.
+// muser_sum, muser_store.
 #pragma once
 
 namespace muser {
@@ -50,9 +50,7 @@ struct ByteLanes {
       for (int m = 0; m < ROWS; ++m) {
         for (int q = 0; q < RUNS; ++q) {
           const uint64_t run = (m0 + (uint32_t(m) < live ? m : 0)) * uint64_t(DIMS / x_run_values) + (i | (32 * q)) / 16;
-          for (int k = 0; k < WORDS; k += 4) {
-            muser_load_words<4>(x + run * WORDS + k, r[m][q] + k);
-          }
+          bytes_at<4 * WORDS, 16>(reinterpret_cast<const uint8_t*>(x + run * WORDS), r[m][q]);
         }
       }
       for (int v = 0; v < VROWS; ++v) {

@@ -21,8 +21,8 @@ namespace muser {
 // as the field's alignment allows: the table starts 16-byte aligned and every field below states
 // the alignment its block layout gives it.
 
-// Bytes p[0 .. N-1] (N = 1, 2, 4, 8, 16 or 32) as max(N / 4, 1) little-endian words; p is aligned
-// to ALIGN bytes (a power of 2). The widest loads are 16 bytes.
+// Bytes p[0 .. N-1] (N = 1, 2, 4, 8 or a multiple of 16) as max(N / 4, 1) little-endian words; p is
+// aligned to ALIGN bytes (a power of 2). The widest loads are 16 bytes.
 template <int N, int ALIGN, typename P>
 MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
   if (ALIGN >= 16 && N >= 16) {

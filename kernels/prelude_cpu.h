@@ -52,14 +52,14 @@ inline int muser_dot4(uint32_t a, uint32_t b, int c) {
 inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
 
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).
-template <int W, typename P>
-inline void muser_load_words(const P* p, uint32_t* w) {
+template <int W>
+inline void muser_load_words(const uint8_t* p, uint32_t* w) {
   std::memcpy(w, p, 4 * W);
 }
 
 template <int W>
 inline void muser_load_words_at2(const uint8_t* p, uint32_t* w) {
-  std::memcpy(w, p, 4 * W);
+  muser_load_words<W>(p, w);
 }
 
 inline uint32_t muser_load_u16(const uint8_t* p) {
