@@ -180,7 +180,7 @@ def test_x_runs_hold_each_run_as_integers_of_a_power_of_two_unit(n, blocks, dtyp
     xf = np.array(x.astype(mx.float32)).astype(np.float64).reshape(n, -1, 16)
     assert np.all(np.frexp(unit)[0] == 0.5)  # powers of two
     assert np.array_equal(X, np.rint(xf / unit[..., None]))
-    largest = np.abs(xf).max(axis=-1, keepdims=True)
+    largest = run_maxima(xf.reshape(n, dims)).reshape(xf.shape)
     assert np.all(np.abs(xf - unit[..., None] * X) <= np.maximum(2.0 ** -(7 * planes) * largest, 2.0**-127))
     assert np.array_equal(sums, plane_sums) and np.array_equal(total, X.sum(axis=-1).astype(np.float32))
     assert not padding.any()
