@@ -54,25 +54,20 @@ struct muser_words<4> {
 template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
 
-// W little-endian words from a 2-byte-aligned p: W 4-byte loads where p is 4-byte aligned, else
-// the W + 1 aligned words around them (p - 2 to p + 4W + 1) joined by funnel shifts. Each of those
-// words holds 2 of the wanted bytes, so no load reaches a page the wanted bytes are not on. Within
-// a warp p's alignment is uniform wherever the warp reads one block (the gather's 256-value groups
-// of Q6_K), so the branch does not diverge there.
+// W little-endian words from a 2-byte-aligned p, without a branch: the W + 1 aligned words from
+// p - (p & 2) (where p is 4-byte aligned, the last of the W twice) joined by funnel shifts of
+// 8 * (p & 2) bits. Lanes of either alignment load together; a branch on each lane's alignment
+// splits a warp whose blocks alternate (Q8_0's 34 bytes, Q4_0's 18) into two rounds of loads, and
+// measured 1.3-1.9x slower in kernels/mma.h (H200). Each word loaded holds wanted bytes: no load
+// reaches a page they are not on.
 template <int W, typename P>
 MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
-  const size_t address = reinterpret_cast<size_t>(p);
-  if ((address & 2) == 0) {
-    for (int k = 0; k < W; ++k) w[k] = reinterpret_cast<const uint32_t*>(p)[k];
-  } else {
-    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(address - 2);
-    uint32_t next = aligned[0];
-    for (int k = 0; k < W; ++k) {
-      const uint32_t word = next;
-      next = aligned[k + 1];
-      w[k] = __funnelshift_r(word, next, 16);
-    }
-  }
+  const uint32_t shift = uint32_t(reinterpret_cast<size_t>(p) & 2) * 8;  // 0 or 16
+  const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
+  uint32_t words[W + 1];
+  for (int k = 0; k < W; ++k) words[k] = aligned[k];
+  words[W] = aligned[shift ? W : W - 1];
+  for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(words[k], words[k + 1], shift);
 }
 
 template <typename P>
@@ -98,23 +93,23 @@ MUSER_FN void muser_load_x(const X* p, float* v) {
   }
 }
 
+// N values to dst as T (float, __half or __nv_bfloat16, rounded to nearest): 16-byte stores where
+// N and dst's alignment allow (the output buffer is aligned; the row offset decides).
 template <int N, typename T>
 MUSER_FN void muser_store(T* dst, const float* v) {
-  for (int k = 0; k < N; ++k) {
-    dst[k] = static_cast<T>(v[k]);
-  }
-}
-
-// float32 out: 16-byte stores where the row offset allows (the output buffer is aligned).
-template <int N>
-MUSER_FN void muser_store(float* dst, const float* v) {
-  if (N % 4 == 0 && (reinterpret_cast<size_t>(dst) & 15) == 0) {
-    for (int k = 0; k < N; k += 4) {
-      *reinterpret_cast<float4*>(dst + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+  const int per = 16 / int(sizeof(T));
+  if (N % per == 0 && (reinterpret_cast<size_t>(dst) & 15) == 0) {
+    for (int c = 0; c < N; c += per) {
+      uint4 chunk;
+      T* ts = reinterpret_cast<T*>(&chunk);
+      for (int k = 0; k < per; ++k) {
+        ts[k] = static_cast<T>(v[c + k]);
+      }
+      *reinterpret_cast<uint4*>(dst + c) = chunk;
     }
   } else {
     for (int k = 0; k < N; ++k) {
-      dst[k] = v[k];
+      dst[k] = static_cast<T>(v[k]);
     }
   }
 }
