@@ -8,6 +8,10 @@ MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(b
 
 MUSER_FN uint32_t muser_float_bits(float v) { return __float_as_uint(v); }
 
+// The table's bytes from the words the gather is given (backends/kernel.py, table_words).
+template <typename T>
+MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const uint8_t*>(p); }
+
 // Bytes of a and b (a's are 0-3) picked by the nibbles of s, one per result byte (PRMT).
 MUSER_FN uint32_t muser_byte_perm(uint32_t a, uint32_t b, uint32_t s) { return __byte_perm(a, b, s); }
 

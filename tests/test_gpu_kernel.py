@@ -43,6 +43,14 @@ def test_batch_widths(n):
     assert_bits_equal(embedding(table, mx.array(ids)), reference(data, "Q4_K", ids))
 
 
+def test_more_ids_than_a_cuda_grid_is_high():
+    """70,000 ids: past 65,535, CUDA's limit on a grid's height (the rows run along its width)."""
+    data = random_table_bytes(np.random.default_rng(5), "Q6_K", 300, 256)
+    table = Table.from_bytes(data, "Q6_K", 256)
+    ids = np.random.default_rng(1).integers(0, 300, 70_000, dtype=np.int32)
+    assert_bits_equal(embedding(table, mx.array(ids)), reference(data, "Q6_K", ids))
+
+
 def test_int64_ids_past_2_32_clamp_in_the_kernel():
     data = random_table_bytes(np.random.default_rng(3), "Q4_K", 9, 256)
     table = Table.from_bytes(data, "Q4_K", 256)
@@ -57,6 +65,8 @@ def test_non_contiguous_ids_and_compile():
     expected = reference(data, "Q4_K", np.array(ids))
     assert_bits_equal(emb(ids), expected)
     assert_bits_equal(mx.compile(lambda i: emb(i) * 1.0)(ids), expected)
+    first_call_compiled = Embedding(Table.from_bytes(data, "Q4_K", 512))  # binds its kernel inside the trace
+    assert_bits_equal(mx.compile(lambda i: first_call_compiled(i) * 1.0)(ids), expected)
 
 
 @pytest.mark.parametrize("name", ["tiny-llama-Q4_K_M.gguf", "tiny-llama-f16.gguf"])

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import OUTPUT_DTYPES, assert_bits_equal, reference, tables
+from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
+from muser_mlx import Table
 from kernel_harness import CXX, cpu_gather, metal_gather
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
@@ -30,8 +31,7 @@ def ids_with_out_of_range(draw, vocab):
 def test_cpu_build_of_the_shared_source(data, table_and_bytes, dtype):
     table, raw = table_and_bytes
     ids = data.draw(ids_with_out_of_range(table.vocab))
-    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))  # None: one per id
-    assert_bits_equal(cpu_gather(table, ids, dtype, rows_in_flight), reference(raw, table.qtype, ids), dtype)
+    assert_bits_equal(cpu_gather(table, ids, dtype), reference(raw, table.qtype, ids), dtype)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -39,8 +39,7 @@ def test_cpu_build_of_the_shared_source(data, table_and_bytes, dtype):
 def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
     table, raw = table_and_bytes
     ids = data.draw(ids_with_out_of_range(table.vocab))
-    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))
-    assert_bits_equal(metal_gather(table, ids, dtype, capfd, rows_in_flight), reference(raw, table.qtype, ids), dtype)
+    assert_bits_equal(metal_gather(table, ids, dtype, capfd), reference(raw, table.qtype, ids), dtype)
 
 
 def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
@@ -50,7 +49,7 @@ def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
     source = gather_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
     assert METAL.gather_kernel.header in source and METAL.gather_kernel.source in source
     assert "#define FORMAT 12\n" in source and "#define VALUES 8\n" in source
-    assert "const device uint8_t* table" in source and "device float* out" in source
+    assert "const device uint64_t* table" in source and "device float* out" in source  # table_words
 
 
 def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
@@ -60,3 +59,26 @@ def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
     table, _ = q4k_table
     sources = {gather_metal_source(table, mx.zeros((n,), mx.int32), mx.float32, capfd) for n in (8, 64, 512, 32768)}
     assert len(sources) == 1
+
+
+@pytest.mark.parametrize(
+    "qtype, vocab, dims, words",
+    [
+        ("Q4_K", 11, 512, mx.uint64),  # 288-byte rows: whole 8-byte words
+        ("Q6_K", 8, 256, mx.uint64),  # 210-byte rows: 4 of them make whole 8-byte words
+        ("Q6_K", 6, 256, mx.uint32),  # 2 of them make whole 4-byte words
+        ("Q6_K", 5, 256, mx.uint16),
+        ("Q8_0", 7, 32, mx.uint16),  # 34-byte rows
+        ("F32", 3, 32, mx.uint64),
+    ],
+)
+def test_the_gather_reads_the_table_as_the_widest_words_of_the_same_buffer(qtype, vocab, dims, words):
+    from muser_mlx.backends.kernel import table_words
+
+    table = Table.from_bytes(random_table_bytes(np.random.default_rng(1), qtype, vocab, dims), qtype, dims)
+    view = table_words(table)
+    mx.eval(view)
+    assert view.dtype == words and view.size == table.nbytes // view.itemsize
+    as_bytes, data = np.asarray(view), np.asarray(table.data)
+    assert as_bytes.ctypes.data == data.ctypes.data  # a view: no copy of the table
+    assert np.array_equal(as_bytes.view(np.uint8).reshape(-1), data.reshape(-1))

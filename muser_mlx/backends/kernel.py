@@ -7,14 +7,14 @@ at run time, so one kernel serves every batch width.
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 from importlib.resources import files
 
 import mlx.core as mx
 
-THREADGROUP = 256  # threads along a row; a threadgroup is one row high
-MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
+THREADGROUP = 256  # threads of a threadgroup (the gather's: along one row)
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
 FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
@@ -106,6 +106,21 @@ class DeviceKernel:
                 header=self.header + defines + "\n",
             )
         return kernel
+
+
+def table_words(table) -> mx.array:
+    """The gather's table input: ``table.data``'s bytes viewed (not copied) as the widest unsigned
+    words, of 8, 4 or 2 bytes, that tile them. MLX's CUDA encoder ends a graph once the element
+    counts of its kernels' inputs pass a budget (1,000 Mi elements on an H100 or H200): as uint8 a
+    756 MB table spends 756 Mi of it on every lookup, though a lookup reads only its rows, so a
+    graph ended every lookup or two; as uint64 a lookup spends 94 Mi (README, "Graphs")."""
+    data = table.data
+    vocab, row_bytes = data.shape
+    for size, dtype in ((8, mx.uint64), (4, mx.uint32), (2, mx.uint16)):
+        rows = size // math.gcd(row_bytes, size)  # table rows per line of whole words
+        if vocab % rows == 0:
+            return data.reshape(vocab // rows, rows * row_bytes).view(dtype)
+    return data
 
 
 def table_constants(table) -> tuple[tuple[str, int], ...]:
@@ -229,8 +244,8 @@ class DeviceBackend:
 
     def bind(self, table, dtype: mx.Dtype):
         """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
-        Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
-        dims, data = table.dims, table.data
+        Grid: x = the n rows, y = the DIMS / VALUES groups of a row (kernels/gather.h)."""
+        dims, words = table.dims, table_words(table)
         groups = dims // values_per_thread(dims)
         kernels = {}  # ids dtype -> kernel
 
@@ -242,9 +257,9 @@ class DeviceBackend:
             if kernel is None:
                 kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
             return kernel(
-                inputs=[data, ids],
-                grid=(groups, min(n, MAX_ROWS_IN_FLIGHT), 1),
-                threadgroup=(THREADGROUP, 1, 1),
+                inputs=[words, ids],
+                grid=(n, groups, 1),
+                threadgroup=(1, THREADGROUP, 1),
                 output_shapes=[(n, dims)],
                 output_dtypes=[dtype],
             )[0]
