@@ -22,9 +22,9 @@ def fresh_ids(vocab: int, n: int):
     return lambda i: (mx.random.randint(0, vocab, (n,), key=mx.random.key(i)),)
 
 
-def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
-    """Median wall time of ``mx.eval(fn(*args))``, fresh ``args = make_args(i)`` each rep
-    (built and evaluated before the clock starts)."""
+def sample_seconds(make_args, fn, reps: int, warmup: int = 3) -> list[float]:
+    """Wall times of ``mx.eval(fn(*args))``, fresh ``args = make_args(i)`` each rep (built and
+    evaluated before the clock starts), after ``warmup`` untimed reps."""
     times = []
     for i in range(warmup + reps):
         args = make_args(i)
@@ -33,7 +33,25 @@ def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
         mx.eval(fn(*args))
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
+    """Median of :func:`sample_seconds`."""
+    return statistics.median(sample_seconds(make_args, fn, reps, warmup))
+
+
+def alternating_medians(calls: dict, reps: int, rounds: int = 5) -> dict:
+    """{name: median seconds} of ``calls`` {name: (make_args, fn)} timed as :func:`sample_seconds`
+    in ``rounds`` blocks of ``reps // rounds`` each, the names' order reversed every other round:
+    one evaluation's time drifts with the machine (an H200's 1-id lookups by 20% between runs),
+    and the drift falls on every name alike."""
+    samples = {name: [] for name in calls}
+    for r in range(rounds):
+        for name in list(calls)[:: 1 if r % 2 == 0 else -1]:
+            make_args, fn = calls[name]
+            samples[name] += sample_seconds(make_args, fn, max(1, reps // rounds), warmup=2)
+    return {name: statistics.median(t) for name, t in samples.items()}
 
 
 def queued_seconds(make_args, fn, reps: int, calls: int, warmup: int = 2) -> tuple[float, float]:

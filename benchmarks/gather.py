@@ -4,7 +4,8 @@ muser_mlx (float32 out, each format asked for) next to mlx.nn.Embedding (float16
 mlx.nn.QuantizedEmbedding (4-bit), fresh random ids each repetition, plus the device's copy
 bandwidth measured in the same run. Effective bandwidth = (rows read + output written) / time.
 Two timings per batch: one lookup per evaluation (latency: building the lookup's graph, MLX's
-fixed cost of an evaluation and its sync, 30-60 us on an H100/H200), and lookups queued in one
+fixed cost of an evaluation and its sync, 30-60 us on an H100/H200; the contenders alternate in
+blocks, common.alternating_medians), and lookups queued in one
 evaluation (common.queued_seconds: device time per lookup from QUEUED and 2 * QUEUED queued
 lookups, the evaluation's fixed cost cancelled; the throughput a model sees when the lookup is
 queued with the layers after it; and, apart, the host time per lookup spent building its graph).
@@ -21,20 +22,16 @@ import argparse
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import GLIMMER, copy_bandwidth, fresh_ids, markdown, median_seconds, queued_seconds, random_q_bytes, save
+from common import GLIMMER, alternating_medians, copy_bandwidth, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 from muser_mlx import Embedding, Table
 
 
 QUEUED = 16
 
 
-def one_graph_of_single_tokens(emb, vocab: int, tokens: int = 64):
-    """``tokens`` separate one-id lookups evaluated as one graph (a decode step's worth)."""
-    return median_seconds(
-        lambda i: tuple(mx.random.randint(0, vocab, (1,), key=mx.random.key(1000 * i + k)) for k in range(tokens)),
-        lambda *ids: [emb(t) for t in ids],
-        reps=20,
-    )
+def single_tokens(vocab: int, tokens: int = 64):
+    """``make_args`` for ``tokens`` separate one-id lookups evaluated as one graph (a decode step's worth)."""
+    return lambda i: tuple(mx.random.randint(0, vocab, (1,), key=mx.random.key(1000 * i + k)) for k in range(tokens))
 
 
 def main() -> None:
@@ -63,9 +60,13 @@ def main() -> None:
         contenders["nn.QuantizedEmbedding 4-bit"] = (quantized, dims // 2 + 2 * 2 * dims // 64, 2)
 
     rows, results = [], {"copy_bytes_per_s": copy, "dims": dims, "vocab": vocab, "runs": []}
+    latency = {n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()}, args.reps)
+               for n in args.batches}
+    graphs = alternating_medians({name: (single_tokens(vocab), lambda *ids, emb=c[0]: [emb(t) for t in ids])
+                                  for name, c in contenders.items()}, 20)
     for name, (emb, row_bytes, out_bytes) in contenders.items():
         for n in args.batches:
-            s = median_seconds(fresh_ids(vocab, n), emb, args.reps)
+            s = latency[n][name]
             q, host = queued_seconds(fresh_ids(vocab, n), emb, args.reps, QUEUED)
             bw, qbw = (n * (row_bytes + dims * out_bytes) / t for t in (s, q))
             results["runs"].append(dict(name=name, ids=n, seconds=s, bytes_per_s=bw, queued_seconds=q,
@@ -73,7 +74,7 @@ def main() -> None:
             rows.append([name, n, f"{s * 1e6:.1f}", f"{bw / 1e9:.0f} ({100 * bw / copy:.0f}%)",
                          f"{q * 1e6:.1f}", f"{qbw / 1e9:.0f} ({100 * qbw / copy:.0f}%)", f"{host * 1e6:.1f}"])
             print(*rows[-1], sep="\t", flush=True)
-        s = one_graph_of_single_tokens(emb, vocab)
+        s = graphs[name]
         results["runs"].append(dict(name=name, ids="64 x 1 in one graph", seconds=s))
         rows.append([name, "64 x 1 in one graph", f"{s * 1e6:.1f}", "", "", "", ""])
         print(*rows[-1], sep="\t", flush=True)

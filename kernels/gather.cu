@@ -1,2 +1,3 @@
 muser::gather<muser::Format<FORMAT>, DIMS, VOCAB, VALUES>(
-    muser_bytes(table), ids, out, blockIdx.x, blockIdx.y * blockDim.y + threadIdx.y);  // blocks are 1 row wide
+    muser_bytes(table), ids, uint32_t(ids_shape[0]), out,
+    blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y, gridDim.y);  // threadgroups are 1 high

@@ -6,9 +6,8 @@ import mlx.core as mx
 import numpy as np
 
 
-def _integer_dtype_or_raise(dtype, kind_ok: bool) -> None:
-    if not kind_ok:
-        raise TypeError(f"token ids must be integers, got dtype {dtype}")
+def _not_integers(dtype) -> TypeError:
+    return TypeError(f"token ids must be integers, got dtype {dtype}")
 
 
 def check_range(ids: np.ndarray, vocab: int) -> None:
@@ -30,7 +29,8 @@ def host_ids(ids, vocab: int) -> mx.array:
         array = array.astype(np.int32)  # [] and [[]] carry no dtype of their own
     if array.dtype == object and all(isinstance(i, int) and not isinstance(i, bool) for i in array.flat):
         check_range(array, vocab)  # Python ints beyond int64 / uint64: surely out of range
-    _integer_dtype_or_raise(array.dtype, array.dtype.kind in "iu")
+    if array.dtype.kind not in "iu":
+        raise _not_integers(array.dtype)
     check_range(array, vocab)
     return mx.array(array.astype(np.int32))
 
@@ -42,7 +42,8 @@ INTEGER_DTYPES = frozenset(
 
 def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
     """``mx.array`` ids: typed here; range-checked only when ``check`` (that evaluates them)."""
-    _integer_dtype_or_raise(ids.dtype, ids.dtype in INTEGER_DTYPES)
+    if (dtype := ids.dtype) not in INTEGER_DTYPES:
+        raise _not_integers(dtype)
     if check:
         check_range(np.array(ids), vocab)
     return ids

@@ -27,7 +27,6 @@ from muser_mlx.backends.kernel import (
     CUDA,
     METAL,
     MMA_ROWS,
-    THREADGROUP,
     WARP,
     bytedot_constants,
     gather_constants,
@@ -86,14 +85,9 @@ def _cpu_lib(template_header: str, run: str, uses: tuple[str, ...] = ()) -> ctyp
     return _compile(includes + run, [KERNELS])
 
 
-# The generated Metal kernel, one thread at a time: the gather's 3 buffers are (table, ids, out),
-# then the thread's position; the matvec's 4 are (table, input, the input's shape, out), then the
-# thread's position and the grid's size.
+# The generated Metal kernel, one thread at a time: its 4 buffers are (table, input, the input's
+# shape, out), then the thread's position and the grid's size.
 _METAL_DRIVE = """
-template <typename A, typename B, typename C>
-void drive(void (*kernel)(A, B, C, uint3), const void* table, const void* in, void* out, uint3 position) {
-  kernel((A)table, (B)in, (C)out, position);
-}
 template <typename A, typename B, typename C, typename D>
 void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const void* in, const int* shape,
            void* out, uint3 position, uint3 grid) {
@@ -145,31 +139,35 @@ def generated_metal_source(kernel, inputs: list[mx.array], constants, output_sha
     return printed.split("```\n", 1)[1].rsplit("```", 1)[0]
 
 
-# ---- gather: ids [n] -> out [n, dims], every thread of the grid in turn
+# ---- gather: ids [n] -> out [n, dims], every thread of the 2-D grid in turn
 
 _GATHER_RUN = """
-extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t height) {{
-  for (uint32_t x = 0; x < n; ++x)
-    for (uint32_t y = 0; y < height; ++y) {call};
+extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t width, uint32_t height) {{
+  int shape[1] = {{int(n)}};
+  for (uint32_t y = 0; y < height; ++y)
+    for (uint32_t x = 0; x < width; ++x) {call};
 }}
 """
 
 
-def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype) -> mx.array:
+def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
     ids = np.ascontiguousarray(ids)
     out = np.empty((ids.size, table.dims), C_TYPES[dtype][1])
     groups = table.dims // values_per_thread(table.dims)
-    height = -(-groups // THREADGROUP) * THREADGROUP  # like CUDA's whole blocks: threads past the last group idle
-    lib.run(_ptr(_host(table.data)), _ptr(ids), ctypes.c_uint32(ids.size), _ptr(out), ctypes.c_uint32(height))
+    width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
+    height = rows_in_flight or max(ids.size, 1)
+    lib.run(_ptr(_host(table.data)), _ptr(ids), ctypes.c_uint32(ids.size), _ptr(out), ctypes.c_uint32(width),
+            ctypes.c_uint32(height))
     return _result(out, dtype)
 
 
-def cpu_gather(table, ids: np.ndarray, dtype=mx.float32) -> mx.array:
-    """The shared source through prelude_cpu.h, every thread of the grid in turn."""
+def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | None = None) -> mx.array:
+    """The shared source through prelude_cpu.h, every thread of the grid in turn; the grid's
+    height is ``rows_in_flight`` (default: one row per id)."""
     id_type, out_type = C_TYPES[mx.array(ids).dtype][0], C_TYPES[dtype][0]
     args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {values_per_thread(table.dims)}"
-    call = f"muser::gather<{args}>((const uint8_t*)table, (const {id_type}*)ids, ({out_type}*)out, x, y)"
-    return _run_gather(_cpu_lib("gather.h", _GATHER_RUN.format(call=call)), table, ids, dtype)
+    call = f"muser::gather<{args}>((const uint8_t*)table, (const {id_type}*)ids, n, ({out_type}*)out, x, y, height)"
+    return _run_gather(_cpu_lib("gather.h", _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
 def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
@@ -178,11 +176,11 @@ def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
                                   dtype, capfd)
 
 
-def metal_gather(table, ids: np.ndarray, dtype, capfd) -> mx.array:
+def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
     """Execute the generated Metal source on the CPU, thread by thread."""
     source = gather_metal_source(table, mx.array(ids), dtype, capfd)
-    call = "drive(&KERNEL, table, ids, out, uint3{x, y, 0})"
-    return _run_gather(_metal_lib(source, _GATHER_RUN.format(call=call)), table, ids, dtype)
+    call = "drive(&KERNEL, table, ids, shape, out, uint3{x, y, 0}, uint3{width, height, 1})"
+    return _run_gather(_metal_lib(source, _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
 # ---- matvec: x [n, dims] -> logits [n, vocab] in x's dtype, warps as 32 concurrent threads;

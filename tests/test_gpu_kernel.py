@@ -44,7 +44,7 @@ def test_batch_widths(n):
 
 
 def test_more_ids_than_a_cuda_grid_is_high():
-    """70,000 ids: past 65,535, CUDA's limit on a grid's height (the rows run along its width)."""
+    """70,000 ids: past 65,535, CUDA's limit on a grid's height, so threads loop over rows."""
     data = random_table_bytes(np.random.default_rng(5), "Q6_K", 300, 256)
     table = Table.from_bytes(data, "Q6_K", 256)
     ids = np.random.default_rng(1).integers(0, 300, 70_000, dtype=np.int32)

@@ -31,7 +31,8 @@ def ids_with_out_of_range(draw, vocab):
 def test_cpu_build_of_the_shared_source(data, table_and_bytes, dtype):
     table, raw = table_and_bytes
     ids = data.draw(ids_with_out_of_range(table.vocab))
-    assert_bits_equal(cpu_gather(table, ids, dtype), reference(raw, table.qtype, ids), dtype)
+    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))  # None: one per id
+    assert_bits_equal(cpu_gather(table, ids, dtype, rows_in_flight), reference(raw, table.qtype, ids), dtype)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -39,7 +40,8 @@ def test_cpu_build_of_the_shared_source(data, table_and_bytes, dtype):
 def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
     table, raw = table_and_bytes
     ids = data.draw(ids_with_out_of_range(table.vocab))
-    assert_bits_equal(metal_gather(table, ids, dtype, capfd), reference(raw, table.qtype, ids), dtype)
+    rows_in_flight = data.draw(st.one_of(st.none(), st.integers(1, 5)))
+    assert_bits_equal(metal_gather(table, ids, dtype, capfd, rows_in_flight), reference(raw, table.qtype, ids), dtype)
 
 
 def test_metal_source_is_what_the_package_registers(capfd, q4k_table):

@@ -14,7 +14,8 @@ from importlib.resources import files
 
 import mlx.core as mx
 
-THREADGROUP = 256  # threads of a threadgroup (the gather's: along one row)
+THREADGROUP = 256  # threads along a row; a threadgroup is one row high
+MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
 FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
@@ -244,7 +245,7 @@ class DeviceBackend:
 
     def bind(self, table, dtype: mx.Dtype):
         """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
-        Grid: x = the n rows, y = the DIMS / VALUES groups of a row (kernels/gather.h)."""
+        Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
         dims, words = table.dims, table_words(table)
         groups = dims // values_per_thread(dims)
         kernels = {}  # ids dtype -> kernel
@@ -258,8 +259,8 @@ class DeviceBackend:
                 kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
             return kernel(
                 inputs=[words, ids],
-                grid=(n, groups, 1),
-                threadgroup=(1, THREADGROUP, 1),
+                grid=(groups, min(n, MAX_ROWS_IN_FLIGHT), 1),
+                threadgroup=(THREADGROUP, 1, 1),
                 output_shapes=[(n, dims)],
                 output_dtypes=[dtype],
             )[0]
