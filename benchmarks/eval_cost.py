@@ -1,51 +1,58 @@
-"""The cost of one lookup of one id per evaluation (build, mx.eval, sync), next to MLX's own
-lookups and a custom kernel that does nothing, measured alternately in one process: ROUNDS
-rounds, each timing every contender over 50 fresh ids (median); reported: the median of the
-rounds' medians, and each round's. Glimmer shape, Q4_K.
+"""The cost of one lookup of one id per evaluation (build, mx.eval, sync), next to mlx.nn.Embedding
+(float16 table) and a one-thread custom kernel that does nothing, at the Glimmer shape (Q4_K),
+with the ids made three ways: by mx.random (a GPU graph runs between lookups, as in
+gather.py), from NumPy (no GPU work between lookups), and one array used every time. Timed in
+alternating blocks (common.alternating_medians), twice.
 
     python benchmarks/eval_cost.py
+    MLX_USE_CUDA_GRAPHS=0 python benchmarks/eval_cost.py    # MLX's CUDA graphs off
 """
 
 from __future__ import annotations
 
-import statistics
+import os
 
 import mlx.core as mx
 import mlx.nn as nn
+import numpy as np
 
-from common import GLIMMER, fresh_ids, median_seconds, random_q_bytes
+from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 from muser_mlx import Embedding, Table
+from muser_mlx.backends import select
 
-ROUNDS = 6
+REPS = 200
 
 
 def main() -> None:
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
+    print("MLX_USE_CUDA_GRAPHS", os.environ.get("MLX_USE_CUDA_GRAPHS"), flush=True)
     table = Table.from_bytes(random_q_bytes("Q4_K", vocab, dims), "Q4_K", dims)
-    small = Table.from_bytes(random_q_bytes("Q4_K", 64, dims), "Q4_K", dims)
     dense = nn.Embedding(vocab, dims)
     dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
-    f32 = nn.Embedding(vocab, dims)
-    f32.weight = mx.random.normal((vocab, dims)) * 0.02
-    mx.eval(table.data, small.data, dense.parameters(), f32.parameters())
+    mx.eval(table.data, dense.parameters())
+    ours = Embedding(table)
+    mx.eval(ours(mx.array([1])))
     nothing = mx.fast.cuda_kernel(name="nothing", input_names=["ids"], output_names=["out"],
                                   source="out[threadIdx.x] = float(ids[0]);")
-
-    def trivial(ids):
-        return nothing(inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(32,)],
-                       output_dtypes=[mx.float32])[0]
-
-    contenders = {"ours": Embedding(table), "ours small table": Embedding(small), "nn.Embedding f16": dense,
-                  "nn.Embedding f32": f32, "trivial custom kernel": trivial,
-                  "take raw bytes": lambda ids: mx.take(table.data, ids, axis=0),
-                  "ours f16 out": Embedding(table, dtype=mx.float16)}
-    times = {name: [] for name in contenders}
-    for _ in range(ROUNDS):
-        for name, fn in contenders.items():
-            times[name].append(median_seconds(fresh_ids(64 if "small" in name else vocab, 1), fn, 50))
-    for name, t in times.items():
-        print(f"1 id single eval {name}: median {statistics.median(t) * 1e6:.1f} us "
-              f"(runs {' '.join(f'{x * 1e6:.0f}' for x in t)})", flush=True)
+    calls = {
+        "ours": ours,
+        "bound gather": ours._bound[select()],  # the kernel call without Embedding's Python layers
+        "nn.Embedding": dense,
+        "nothing kernel": lambda ids: nothing(inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1),
+                                              output_shapes=[(32,)], output_dtypes=[mx.float32])[0],
+    }
+    rng = np.random.default_rng(0)
+    same = mx.array([12345], dtype=mx.int32)
+    mx.eval(same)
+    sources = {
+        "mx.random ids": fresh_ids(vocab, 1),
+        "numpy ids": lambda i: (mx.array(rng.integers(0, vocab, 1).astype(np.int32)),),
+        "same ids": lambda i: (same,),
+    }
+    for _ in range(2):
+        for source, make_args in sources.items():
+            medians = alternating_medians({name: (make_args, fn) for name, fn in calls.items()}, REPS)
+            print(f"{source:14s}", " | ".join(f"{name}: {s * 1e6:.1f}" for name, s in medians.items()), flush=True)
 
 
 if __name__ == "__main__":

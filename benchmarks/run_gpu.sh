@@ -9,6 +9,7 @@ python3 -c "import mlx.core as mx; print('mlx', mx.__version__, mx.default_devic
 python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$OUT/gpu_tests.log"
 cd benchmarks
 python3 gather.py --formats Q4_K Q5_K Q6_K Q8_0 Q4_0 F16 BF16 F32 2>&1 | tee "$OUT/gather_gpu.log"
+python3 eval_cost.py 2>&1 | tee "$OUT/eval_cost_gpu.log"
 python3 as_linear.py 2>&1 | tee "$OUT/as_linear_gpu.log"
 python3 matvec_tuning.py --kernel bytedot --rows 1 2>&1 | tee "$OUT/bytedot_tuning_gpu.log"
 python3 mma_tuning.py 2>&1 | tee "$OUT/mma_tuning_gpu.log"
