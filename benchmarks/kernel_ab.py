@@ -25,6 +25,7 @@ from muser_mlx.backends import kernel as K
 
 KERNELS = ("gather_kernel", "matvec_kernel", "xruns_kernel", "bytedot_kernel", "mma_kernel")
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
+REVISED = ("prelude_cuda.h", "formats.h")  # the files the revision supplies
 
 
 def source_at(revision: str, name: str) -> str:
@@ -38,14 +39,13 @@ def source_at(revision: str, name: str) -> str:
 
 def variants(revision: str) -> dict[str, dict[str, tuple[str, str]]]:
     """{"new" | "old": {kernel attribute: (name, header)}}: the old headers swap in the revision's
-    prelude and decoders before this tree's templates."""
-    old_base = [source_at(revision, "prelude_cuda.h"), source_at(revision, "formats.h")]
+    REVISED files (prelude and decoders) for this tree's, the kernel templates kept."""
     out = {"new": {}, "old": {}}
     for attr in KERNELS:
         kernel = getattr(K.CUDA, attr)
-        templates = [K.kernel_source(u) for u in kernel.uses] + [K.kernel_source(f"{kernel.name}.h")]
+        texts = [source_at(revision, f) if f in REVISED else K.kernel_source(f) for f in kernel.files]
         out["new"][attr] = (kernel.name, kernel.header)
-        out["old"][attr] = (f"{kernel.name}_at_{Path(revision).name}", K.kernel_header(old_base + templates))
+        out["old"][attr] = (f"{kernel.name}_at_{Path(revision).name}", K.kernel_header(texts))
     return out
 
 

@@ -22,8 +22,8 @@ namespace muser {
 enum { warp_lanes = 32 };
 
 // Lanes::add(rows, x, m0, live, lane, acc) adds the lane's share of logit (m0 + m, row v) to
-// acc[v][m] for the VROWS table rows rows[v] (past the table's end: its last row again, stored
-// nowhere) and the live <= ROWS rows of x from m0 (the rest must count as zeros).
+// acc[v][m] for the VROWS table rows rows[v] (in a table of fewer than VROWS rows, its last row
+// again, stored nowhere) and the live <= ROWS rows of x from m0 (the rest are never stored).
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, typename Lanes, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index,

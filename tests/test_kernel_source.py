@@ -8,8 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
-from muser_mlx import Table
 from kernel_harness import CXX, cpu_gather, metal_gather
+
+from muser_mlx import Table
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
 

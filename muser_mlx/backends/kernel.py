@@ -88,8 +88,8 @@ class DeviceKernel:
     def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
                  uses: tuple[str, ...] = ()):
         self.dialect, self.name, self.uses = dialect, name, uses
-        files_ = (f"prelude_{dialect}.h", "formats.h", *uses, f"{name}.h")
-        self.header = kernel_header(kernel_source(f) for f in files_)
+        self.files = (f"prelude_{dialect}.h", "formats.h", *uses, f"{name}.h")  # the header's, in order
+        self.header = kernel_header(kernel_source(f) for f in self.files)
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
         self._register = register
