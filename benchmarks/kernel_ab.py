@@ -4,8 +4,8 @@ shape against the copy bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against c23f0f7 --formats Q4_K Q6_K Q8_0 BF16 --heads
 
-Each round builds the revision's headers (its prelude_cuda.h and formats.h, this tree's kernel
-templates) under kernel names of their own (MLX caches compiled kernels by name), checks that
+Each round builds the revision's headers (its prelude_cuda.h, formats.h and block decoders, this
+tree's kernel templates: a revision from the per-format decoder files on) under kernel names of their own (MLX caches compiled kernels by name), checks that
 both give the same output, and times queued calls (common.queued_seconds): lookups of 4,096 and
 32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma
 at 16) and of F16 (matvec at 1 row), each against the table bytes it streams.
@@ -14,6 +14,7 @@ at 16) and of F16 (matvec at 1 row), each against the table bytes it streams.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from muser_mlx.backends import kernel as K
 
 KERNELS = ("gather_kernel", "matvec_kernel", "xruns_kernel", "bytedot_kernel", "mma_kernel")
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
-REVISED = ("prelude_cuda.h", "formats.h")  # the files the revision supplies
+REVISED = re.compile(r"prelude_cuda\.h|formats\.h|format_\w+\.h")  # the files the revision supplies
 
 
 def source_at(revision: str, name: str) -> str:
@@ -37,22 +38,20 @@ def source_at(revision: str, name: str) -> str:
                           text=True).stdout
 
 
-def variants(revision: str) -> dict[str, dict[str, tuple[str, str]]]:
-    """{"new" | "old": {kernel attribute: (name, header)}}: the old headers swap in the revision's
-    REVISED files (prelude and decoders) for this tree's, the kernel templates kept."""
-    out = {"new": {}, "old": {}}
+def variants(revision: str) -> dict[str, tuple[str, object]]:
+    """{"new" | "old": (suffix of the MLX kernel names, file reader)}: the old reader gives the
+    revision's REVISED files (prelude and decoders) for this tree's, the kernel templates kept."""
+    def read(name: str) -> str:
+        return source_at(revision, name) if REVISED.fullmatch(name) else K.kernel_source(name)
+
+    return {"new": ("", K.kernel_source), "old": (f"_at_{Path(revision).name}", read)}
+
+
+def use(variant: tuple[str, object]) -> None:
+    suffix, read = variant
     for attr in KERNELS:
         kernel = getattr(K.CUDA, attr)
-        texts = [source_at(revision, f) if f in REVISED else K.kernel_source(f) for f in kernel.files]
-        out["new"][attr] = (kernel.name, kernel.header)
-        out["old"][attr] = (f"{kernel.name}_at_{Path(revision).name}", K.kernel_header(texts))
-    return out
-
-
-def use(variant: dict[str, tuple[str, str]]) -> None:
-    for attr, (name, header) in variant.items():
-        kernel = getattr(K.CUDA, attr)
-        kernel.name, kernel.header, kernel._kernels = name, header, {}
+        kernel.name, kernel.read, kernel._kernels = kernel.template[:-2] + suffix, read, {}
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 // The LM head on byte dot products: x [n, DIMS] -> out [n, VOCAB] as matvec.h computes it, for
 // the quantized formats, whose levels are bytes (formats.h: level_bytes), the products of levels
-// and x summed four at a time in 32-bit integers by the prelude's muser_dot4 (CUDA's dp4a).
+// and x summed four at a time in 32-bit integers by lanes_<dialect>.h's muser_dot4 (CUDA's dp4a).
 //
 // x comes in as xruns.h's records: per run of 16 values, x = unit * X with X's bytes in PLANES
 // byte planes (the top one signed). sum((byte - zero) * X) over a run is then exact, one
@@ -12,9 +12,11 @@
 // values i and i + 32 with i = 64 (u / 2) + 16 (u % 2) (for Q4_K and Q5_K the same 16 bytes of qs
 // hold both runs' levels); RUNS 1, values i = 16 u. It loads those runs' records once and reuses
 // them for its VROWS table rows.
-// Needs matvec.h (stream_logits), xruns.h (the records) and from the prelude: muser_dot4,
-// muser_sum, muser_store.
+// Needs matvec.h (stream_logits), xruns.h (the records), from lanes_<dialect>.h muser_dot4 and
+// muser_sum, from the prelude muser_store.
 #pragma once
+#include "matvec.h"
+#include "xruns.h"
 
 namespace muser {
 

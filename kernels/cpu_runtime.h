@@ -57,7 +57,7 @@ inline float warp_sum(float v) {
   return sum;
 }
 
-// d[0..3] += A B, a 16 x 8 x 16 multiply with PTX mma.sync's fragment layout (prelude_cuda.h:
+// d[0..3] += A B, a 16 x 8 x 16 multiply with PTX mma.sync's fragment layout (lanes_cuda.h:
 // muser_mma), sums in k order in float32; to_float(bits) reads one 16-bit element.
 template <typename ToFloat>
 inline void warp_mma(const uint32_t* a, const uint32_t* b, float* d, ToFloat to_float) {

@@ -6,6 +6,7 @@
 // DIMS 6,656), and writes DIMS values (26,624 B as float32). An id is clamped to
 // min(unsigned(id), VOCAB - 1): a corrupt id reads the last row, never outside the table.
 #pragma once
+#include "formats.h"
 
 namespace muser {
 
@@ -22,9 +23,12 @@ MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t g
     return;
   }
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
+  // A warp's 32 lanes decode 32 * VALUES consecutive values of one row; where that span divides
+  // the block, they all read one block, at one alignment (formats.h: UNIFORM).
+  constexpr bool one_block = F::block_values % (32 * VALUES) == 0;
   for (uint32_t row = first_row; row < n_ids; row += row_step) {
     float v[VALUES];
-    decode<F, VALUES>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
+    decode<F, VALUES, one_block>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
     muser_store<VALUES>(out + uint64_t(row) * DIMS + group * VALUES, v);
   }
 }

@@ -14,8 +14,10 @@
 // Per pass, a warp reads its VROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // ROWS * DIMS values of x (from cache: every warp shares x), and writes VROWS * ROWS logits.
 // n > ROWS re-streams the table once per pass; long x takes the tiled matmul path.
-// Needs from the prelude: muser_sum (a sum over the 32 lanes of a warp), muser_load_x, muser_store.
+// Needs from lanes_<dialect>.h: muser_sum (a sum over the 32 lanes of a warp), muser_load_x; from the
+// prelude: muser_store.
 #pragma once
+#include "formats.h"
 
 namespace muser {
 

@@ -1,6 +1,6 @@
 // The LM head on matrix units: x [n, DIMS] -> out [n, VOCAB], out[m, r] = sum_i x[m, i] * W[r, i],
 // for the quantized formats (levels are small integers, exact in float16 and bfloat16), the
-// products of levels and x taken by the prelude's muser_mma (one 16 x 8 x 16 warp multiply,
+// products of levels and x taken by lanes_<dialect>.h's muser_mma (one 16 x 8 x 16 warp multiply,
 // float32 accumulation) instead of one lane at a time as in matvec.h.
 //
 // Inputs: xh [PARTS, n, DIMS] in the multiply's 16-bit type H, n a multiple of COLS = 8 * XTILES
@@ -13,15 +13,16 @@
 // 16v + g and 16v + g + 8 of each table tile v and loads the same values of x rows g, g + 8, ...
 // (one per x tile), each load serving the VTILES multiplies of its x tile. Numbering the
 // multiply's k so that k = 2t, 2t+1, 2t+8, 2t+9 are the lane's values 4s .. 4s+3 in step s (of
-// RUN / 16), these are exactly the lane's A and B fragments (the prelude's layout): the run's
+// RUN / 16), these are exactly the lane's A and B fragments (lanes_cuda.h's layout): the run's
 // RUN / 16 multiplies leave the 16 x 8 dot products of levels and x in D, and the lane adds
 // scale * D - offset * (x's sum over the run) to its accumulators, D's elements: (row g, cols
 // 2t, 2t+1) and (row g + 8, cols 2t, 2t+1) of each pair of tiles.
 // Per pass a warp reads its ROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // COLS * DIMS * PARTS values of xh (from cache: every warp shares x); n > COLS re-streams the table.
 // Every lane of a warp runs the same trip counts, so all 32 reach each muser_mma.
-// Needs from the prelude: muser_level_pairs, muser_mma (in xh's type), muser_store.
+// Needs from lanes_<dialect>.h: muser_level_pairs, muser_mma (in xh's type); from the prelude: muser_store.
 #pragma once
+#include "formats.h"
 
 namespace muser {
 

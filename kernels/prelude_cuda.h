@@ -6,26 +6,9 @@
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
-MUSER_FN uint32_t muser_float_bits(float v) { return __float_as_uint(v); }
-
 // The table's bytes from the words the gather is given (backends/kernel.py, table_words).
 template <typename T>
 MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const uint8_t*>(p); }
-
-// Bytes of a and b (a's are 0-3) picked by the nibbles of s, one per result byte (PRMT).
-MUSER_FN uint32_t muser_byte_perm(uint32_t a, uint32_t b, uint32_t s) { return __byte_perm(a, b, s); }
-
-// c + the sum over k = 0..3 of byte k of a (unsigned) times byte k of b (signed if SIGNED): dp4a.
-template <bool SIGNED>
-MUSER_FN int muser_dot4(uint32_t a, uint32_t b, int c) {
-  int d;
-  if (SIGNED) {
-    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  } else {
-    asm("dp4a.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-  }
-  return d;
-}
 
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
@@ -58,44 +41,34 @@ struct muser_words<4> {
 template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
 
-// W little-endian words from a 2-byte-aligned p, without a branch: the W + 1 aligned words from
-// p - (p & 2) (where p is 4-byte aligned, the last of the W twice) joined by funnel shifts of
-// 8 * (p & 2) bits. Lanes of either alignment load together; a branch on each lane's alignment
+// W little-endian words from a 2-byte-aligned p. Where the lanes of a warp share p's alignment
+// (UNIFORM: formats.h), a branch on it: W 4-byte loads where p is 4-byte aligned, else the W + 1
+// aligned words from p - 2 joined by funnel shifts of 16 bits. Otherwise without a branch: the
+// W + 1 aligned words from p - (p & 2) (where p is 4-byte aligned, the last of the W twice) joined
+// by funnel shifts of 8 * (p & 2) bits, so that lanes of either alignment load together; a branch
 // splits a warp whose blocks alternate (Q8_0's 34 bytes, Q4_0's 18) into two rounds of loads, and
-// measured 1.3-1.9x slower in kernels/mma.h (H200). Each word loaded holds wanted bytes: no load
-// reaches a page they are not on.
-template <int W, typename P>
+// measured 1.3-1.9x slower in kernels/mma.h (H200), while in the gather's Q6_K warps (one 210-byte
+// block each) the branch measured 3-6% faster than the branch-free loads. Each word loaded holds
+// wanted bytes: no load reaches a page they are not on.
+template <int W, bool UNIFORM, typename P>
 MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
   const uint32_t shift = uint32_t(reinterpret_cast<size_t>(p) & 2) * 8;  // 0 or 16
-  const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
-  uint32_t words[W + 1];
-  for (int k = 0; k < W; ++k) words[k] = aligned[k];
-  words[W] = aligned[shift ? W : W - 1];
-  for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(words[k], words[k + 1], shift);
+  if (UNIFORM && shift == 0) {
+    for (int k = 0; k < W; ++k) w[k] = reinterpret_cast<const uint32_t*>(p)[k];
+  } else if (UNIFORM) {
+    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - 2);
+    for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(aligned[k], aligned[k + 1], 16);
+  } else {
+    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
+    uint32_t words[W + 1];
+    for (int k = 0; k < W; ++k) words[k] = aligned[k];
+    words[W] = aligned[shift ? W : W - 1];
+    for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(words[k], words[k + 1], shift);
+  }
 }
 
 template <typename P>
 MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }
-
-// N consecutive values of x (float, half or bfloat16) as float32: 16-byte loads where aligned
-// (x may be a view at any element offset).
-template <int N, typename X>
-MUSER_FN void muser_load_x(const X* p, float* v) {
-  const int per = 16 / int(sizeof(X));
-  if (N % per == 0 && (reinterpret_cast<size_t>(p) & 15) == 0) {
-    for (int c = 0; c < N; c += per) {
-      uint4 chunk = *reinterpret_cast<const uint4*>(p + c);
-      const X* xs = reinterpret_cast<const X*>(&chunk);
-      for (int k = 0; k < per; ++k) {
-        v[c + k] = float(xs[k]);
-      }
-    }
-  } else {
-    for (int k = 0; k < N; ++k) {
-      v[k] = float(p[k]);
-    }
-  }
-}
 
 // N values to dst as T (float, __half or __nv_bfloat16, rounded to nearest): 16-byte stores where
 // N and dst's alignment allow (the output buffer is aligned; the row offset decides).
@@ -117,56 +90,3 @@ MUSER_FN void muser_store(T* dst, const float* v) {
     }
   }
 }
-
-// Sum over the 32 lanes of a warp (all lanes active), every lane gets the result.
-MUSER_FN float muser_sum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  }
-  return v;
-}
-
-// ---- the matrix unit (kernels/mma.h), in the 16-bit type H of its x: __half or __nv_bfloat16.
-// muser_level_pairs<BITS, ZERO>(w, H*, pairs): bytes q0..q3 of w (each below 2^BITS) as levels
-// q - ZERO in H, two per word, low half first: pairs[0] = (q0, q1), pairs[1] = (q2, q3). Exact:
-// the byte goes into the mantissa of 1024 (float16) or 128 (bfloat16, BITS <= 7) by one byte
-// permute per pair and the bias comes off in one paired subtraction; 8-bit bytes in bfloat16 go
-// through float32.
-template <int BITS, int ZERO>
-MUSER_FN void muser_level_pairs(uint32_t w, const __half*, uint32_t* pairs) {
-  const __half2 bias = __half2half2(__ushort_as_half(uint16_t(0x6400 + ZERO)));  // 1024 + ZERO
-  for (int k = 0; k < 2; ++k) {
-    uint32_t biased = __byte_perm(w, 0x64u, 0x4140u + 0x0202u * k);  // halves 0x64qq: 1024 + q
-    __half2 level = __hsub2(*reinterpret_cast<__half2*>(&biased), bias);
-    pairs[k] = *reinterpret_cast<uint32_t*>(&level);
-  }
-}
-template <int BITS, int ZERO>
-MUSER_FN void muser_level_pairs(uint32_t w, const __nv_bfloat16*, uint32_t* pairs) {
-  for (int k = 0; k < 2; ++k) {
-    __nv_bfloat162 level;
-    if constexpr (BITS <= 7) {
-      const __nv_bfloat162 bias = __bfloat162bfloat162(__ushort_as_bfloat16(uint16_t(0x4300 + ZERO)));  // 128 + ZERO
-      uint32_t biased = __byte_perm(w, 0x43u, 0x4140u + 0x0202u * k);  // 0x43qq: 128 + q
-      level = __hsub2(*reinterpret_cast<__nv_bfloat162*>(&biased), bias);
-    } else {
-      const float lo = __uint_as_float(muser_mantissa_byte(w, 2 * k)) - (8388608.0f + ZERO);
-      const float hi = __uint_as_float(muser_mantissa_byte(w, 2 * k + 1)) - (8388608.0f + ZERO);
-      level = __floats2bfloat162_rn(lo, hi);
-    }
-    pairs[k] = *reinterpret_cast<uint32_t*>(&level);
-  }
-}
-
-// d[0..3] += A B, one warp-wide m16n8k16 multiply (PTX mma.sync, float32 accumulation); all 32
-// lanes take part. Lane (g, t) = (lane / 4, lane % 4) holds, two H per word, low half first:
-//   a[0] A[g][2t, 2t+1]   a[1] A[g+8][2t, 2t+1]   a[2] A[g][2t+8, 2t+9]   a[3] A[g+8][2t+8, 2t+9]
-//   b[0] B[2t, 2t+1][g]   b[1] B[2t+8, 2t+9][g]
-//   d[0], d[1] D[g][2t, 2t+1]   d[2], d[3] D[g+8][2t, 2t+1]
-#define MUSER_MMA(H_PTX)                                                                                 \
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." H_PTX "." H_PTX ".f32 {%0, %1, %2, %3}, "        \
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                          \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                         \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
-MUSER_FN void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const __half*) { MUSER_MMA("f16"); }
-MUSER_FN void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const __nv_bfloat16*) { MUSER_MMA("bf16"); }

@@ -44,17 +44,10 @@ inline void muser_load_words(P p, thread uint32_t* w) { muser_words<W>::load(p, 
 template <typename P>
 inline uint32_t muser_load_u16(P p) { return *(const device ushort*)(p); }
 
-// W little-endian words from a 2-byte-aligned p, 2 bytes at a time.
-template <int W, typename P>
+// W little-endian words from a 2-byte-aligned p, 2 bytes at a time (UNIFORM: formats.h; no branch here).
+template <int W, bool UNIFORM, typename P>
 inline void muser_load_words_at2(P p, thread uint32_t* w) {
   for (int k = 0; k < W; ++k) w[k] = muser_load_u16(p + 4 * k) | muser_load_u16(p + 4 * k + 2) << 16;
-}
-
-template <int N, typename X>
-inline void muser_load_x(const device X* p, thread float* v) {
-  for (int k = 0; k < N; ++k) {
-    v[k] = float(p[k]);
-  }
 }
 
 template <int N, typename T>
@@ -63,5 +56,3 @@ inline void muser_store(device T* dst, thread const float* v) {
     dst[k] = static_cast<T>(v[k]);
   }
 }
-
-inline float muser_sum(float v) { return simd_sum(v); }

@@ -13,7 +13,7 @@
 //   4P .. 5P-1 plane sums: the sum of plane p's bytes (signed in the top plane), as int32
 //   5P         unit (float32)   5P+1  sum(X) (float32)   then zeros to a multiple of 4 words
 // Reads 16 values of x and writes XRunRecord<PLANES>::words * 4 bytes per run.
-// Needs from the prelude: muser_dot4, muser_byte_perm, muser_float_bits, muser_load_x.
+// Needs from lanes_<dialect>.h: muser_dot4, muser_byte_perm, muser_float_bits, muser_load_x.
 #pragma once
 
 namespace muser {

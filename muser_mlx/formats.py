@@ -3,8 +3,8 @@
 A format stores a row of ``dims`` values as ``dims / block_values`` blocks of ``block_bytes``
 bytes each. Its decoder turns ``uint8 [n_blocks, block_bytes]`` into
 ``float32 [n_blocks, block_values]`` with the same float32 arithmetic as gguf-py's
-``dequantize_blocks`` (and so as ggml's C code). The device-side twin of each decoder lives in
-``kernels/formats.h`` under the same ggml type number.
+``dequantize_blocks`` (and so as ggml's C code). The device-side twin of each decoder is
+``kernels/format_<name>.h`` (:attr:`Format.kernel_file`), ``Format<ggml type number>``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ class Format:
     decode: Callable[[mx.array], mx.array]  # uint8 [n, block_bytes] -> float32 [n, block_values]
     float_kind: str  # "f16", "bf16" or "f32": the type of the block's float fields ...
     float_offsets: tuple[int, ...]  # ... at these byte offsets (scales, or the value itself)
+
+    @property
+    def kernel_file(self) -> str:
+        """The device-side decoder in ``kernels/``, e.g. ``format_q4_k.h``."""
+        return f"format_{self.name.lower()}.h"
 
     def row_bytes(self, dims: int) -> int:
         return dims // self.block_values * self.block_bytes

@@ -2,8 +2,8 @@
 
 Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot and
 mma, which only CUDA registers, in the CPU dialect alone):
-- ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + formats.h + the kernel's template, the shared
-  source in its CPU dialect;
+- ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + lanes_cpu.h + every block decoder
+  (format_*.h) + the kernel's template, the shared source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
   generates from the package's registration (captured from MLX itself), compiled against a
   Metal-language shim.
@@ -23,8 +23,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from muser_mlx import FORMATS
 from muser_mlx.backends.kernel import (
-    CUDA,
     METAL,
     MMA_ROWS,
     WARP,
@@ -78,10 +78,11 @@ def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-def _cpu_lib(template_header: str, run: str, uses: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """prelude_cpu.h + formats.h + the templates it ``uses`` + the kernel's template, and the
-    ``run`` driver (as DeviceKernel assembles a header)."""
-    includes = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "formats.h", *uses, template_header))
+def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
+    """prelude_cpu.h + lanes_cpu.h + every block decoder + the kernel's template (their includes
+    follow, as in DeviceKernel's header), and the ``run`` driver."""
+    decoders = tuple(f.kernel_file for f in FORMATS.values())
+    includes = "".join(f'#include "{f}"\n' for f in ("prelude_cpu.h", "lanes_cpu.h", *decoders, template_header))
     return _compile(includes + run, [KERNELS])
 
 
@@ -242,7 +243,7 @@ def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None 
     x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
     args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
     call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, grid)"
-    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call), uses=CUDA.bytedot_kernel.uses)
+    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call))
     return _run_matvec(lib, table, x, warps, k["VROWS"], operand=cpu_x_runs(table, x))
 
 

@@ -14,6 +14,9 @@ from importlib.resources import files
 
 import mlx.core as mx
 
+from ..formats import FORMATS
+
+FORMAT_OF_TYPE = {f.ggml_type: f for f in FORMATS.values()}  # the kernels' FORMAT constant -> Format
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
@@ -63,12 +66,31 @@ def vocab_rows_per_warp(rows: int) -> int:
     return VOCAB_ROWS_PER_WARP[rows]
 
 
-def kernel_header(texts) -> str:
-    """Kernel source texts joined into one header, minus their ``//`` comments and blank lines.
-    MLX copies a kernel's header into the source it assembles on every call, so the header's
-    length is host time per lookup."""
-    lines = (re.sub(r"\s*//.*", "", line) for text in texts for line in text.splitlines())
-    return "\n".join(line for line in lines if line.strip())
+_INCLUDE = re.compile(r'#include "(\w+\.h)"')
+
+
+def kernel_header(names, read=kernel_source) -> str:
+    """The kernel source files ``names`` as one header, in order, each ``#include "x.h"`` replaced
+    by x.h's text where it first appears (once, as ``#pragma once`` has it), minus ``//``
+    comments, blank lines and ``#pragma once``. MLX's CUDA backend spends time on every
+    evaluation of a kernel in proportion to its source's length (about 0.3 us per KB on an H200;
+    README, "One id per evaluation"), so a header holds only what its kernel includes."""
+    done, lines = set(), []
+
+    def add(name: str) -> None:
+        if name in done:
+            return
+        done.add(name)
+        for line in read(name).splitlines():
+            line = re.sub(r"\s*//.*", "", line)
+            if include := _INCLUDE.fullmatch(line.strip()):
+                add(include.group(1))
+            elif line.strip() and line.strip() != "#pragma once":
+                lines.append(line)
+
+    for name in names:
+        add(name)
+    return "\n".join(lines)
 
 
 def _spelled(value) -> str:
@@ -76,24 +98,38 @@ def _spelled(value) -> str:
 
 
 class DeviceKernel:
-    """One kernel of one dialect: ``header`` = prelude + block decoders + the templates it
-    ``uses`` + the kernel's template (``<name>.h``), ``source`` = the dialect's few-line body
-    (``<name>.metal`` / ``<name>.cu``) that calls the template with its thread index.
+    """One kernel of one dialect: its header is the dialect's prelude, for an LM head (``lanes``)
+    the dialect's lane operations (``lanes_<dialect>.h``), the table's block decoder
+    (``format_<name>.h``) and the kernel's template (``<name>.h``), with what they include;
+    ``source`` is the dialect's few-line body (``<name>.metal`` / ``<name>.cu``) that calls the
+    template with its thread index.
 
     ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
     on first use and cached: the integer constants are ``#define``d after the header, so a call
     passes no template arguments (MLX spends host time on each, every call); the dtypes only
-    name the kernel (they are in its generated signature)."""
+    name the kernel (they are in its generated signature). ``read`` gives a file's text, and
+    ``name`` names the MLX kernels (benchmarks/kernel_ab.py swaps in a revision's files under
+    a name of their own)."""
 
     def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
-                 uses: tuple[str, ...] = ()):
-        self.dialect, self.name, self.uses = dialect, name, uses
-        self.files = (f"prelude_{dialect}.h", "formats.h", *uses, f"{name}.h")  # the header's, in order
-        self.header = kernel_header(kernel_source(f) for f in self.files)
+                 lanes: bool = True):
+        self.dialect, self.name, self.template = dialect, name, f"{name}.h"
+        self.lanes = lanes
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
+        self.read = kernel_source
         self._register = register
         self._kernels = {}
+
+    def files(self, ggml_type: int | None = None) -> tuple[str, ...]:
+        """The header's files before their includes: prelude, lane operations, the decoder of the
+        format of ggml type ``ggml_type`` (none for a kernel without a table), template."""
+        lanes = (f"lanes_{self.dialect}.h",) if self.lanes else ()
+        decoder = () if ggml_type is None else (FORMAT_OF_TYPE[ggml_type].kernel_file,)
+        return (f"prelude_{self.dialect}.h", *lanes, *decoder, self.template)
+
+    def header(self, ggml_type: int | None = None) -> str:
+        return kernel_header(self.files(ggml_type), self.read)
 
     def for_constants(self, constants: tuple[tuple[str, object], ...]):
         kernel = self._kernels.get(constants)
@@ -104,7 +140,7 @@ class DeviceKernel:
                 input_names=self.inputs,
                 output_names=self.outputs,
                 source=self.source,
-                header=self.header + defines + "\n",
+                header=self.header(dict(constants).get("FORMAT")) + defines + "\n",
             )
         return kernel
 
@@ -235,11 +271,10 @@ class DeviceBackend:
     ``matrix_units()`` says the device runs it."""
 
     def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
-        self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register)
+        self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register, lanes=False)
         self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
         self.xruns_kernel = byte_dots and DeviceKernel(dialect, "xruns", ["x"], ["runs"], register)
-        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register,
-                                                         uses=("matvec.h", "xruns.h"))
+        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register)
         self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
         self.matrix_units = matrix_units or (lambda: False)
 

@@ -1,0 +1,24 @@
+// Q4_K: 256 values in 144 bytes.
+//   0-15 head (format_k_head.h)   16-143 qs
+//   sub-block s (values 32s .. 32s+31) reads nibble (s & 1) of qs[32 * (s / 2) + 0..31]
+#pragma once
+#include "format_k_head.h"
+
+namespace muser {
+
+template <>
+struct Format<12> : ByteLevels<Format<12>> {
+  enum { block_values = 256, block_bytes = 144, affine_values = 32, level_bits = 4, zero = 0 };
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    P block = row + (i / 256) * 144;
+    uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
+    bytes_at<N, N>(block + 16 + 32 * (s / 2) + j % 32, w);
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = (w[k] >> shift) & 0x0F0F0F0Fu;
+    }
+    return k_scale_min(block, s);
+  }
+};
+
+}  // namespace muser
