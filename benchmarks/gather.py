@@ -9,6 +9,9 @@ blocks, common.alternating_medians), and lookups queued in one
 evaluation (common.queued_seconds: device time per lookup from QUEUED and 2 * QUEUED queued
 lookups, the evaluation's fixed cost cancelled; the throughput a model sees when the lookup is
 queued with the layers after it; and, apart, the host time per lookup spent building its graph).
+The copy bandwidth is measured before the lookups and again before each contender's queued
+timings; the ratios are against the median of those measurements (one measurement moves by
+10% and more between runs on an H200), and the table gives their range.
 
     python benchmarks/gather.py                       # GPU: Q4_K, all batches
     python benchmarks/gather.py --formats Q4_K Q6_K   # more formats
@@ -18,6 +21,7 @@ queued with the layers after it; and, apart, the host time per lookup spent buil
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -45,8 +49,8 @@ def main() -> None:
     args = ap.parse_args()
     dims, vocab = args.dims, args.vocab
 
-    copy = copy_bandwidth()
-    print(f"copy bandwidth: {copy / 1e9:.0f} GB/s")
+    copies = [copy_bandwidth()]
+    print(f"copy bandwidth: {copies[0] / 1e9:.0f} GB/s")
     contenders = {}
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
@@ -59,15 +63,21 @@ def main() -> None:
         contenders["nn.Embedding f16"] = (dense, 2 * dims, 2)
         contenders["nn.QuantizedEmbedding 4-bit"] = (quantized, dims // 2 + 2 * 2 * dims // 64, 2)
 
-    rows, results = [], {"copy_bytes_per_s": copy, "dims": dims, "vocab": vocab, "runs": []}
     latency = {n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()}, args.reps)
                for n in args.batches}
     graphs = alternating_medians({name: (single_tokens(vocab), lambda *ids, emb=c[0]: [emb(t) for t in ids])
                                   for name, c in contenders.items()}, 20)
+    queued = {}
+    for name, (emb, _, _) in contenders.items():
+        copies.append(copy_bandwidth())
+        for n in args.batches:
+            queued[name, n] = queued_seconds(fresh_ids(vocab, n), emb, args.reps, QUEUED)
+            print(name, n, f"queued {queued[name, n][0] * 1e6:.1f} us", flush=True)
+    copy = statistics.median(copies)
+    rows, results = [], {"copy_bytes_per_s": copy, "copy_measurements": copies, "dims": dims, "vocab": vocab, "runs": []}
     for name, (emb, row_bytes, out_bytes) in contenders.items():
         for n in args.batches:
-            s = latency[n][name]
-            q, host = queued_seconds(fresh_ids(vocab, n), emb, args.reps, QUEUED)
+            s, (q, host) = latency[n][name], queued[name, n]
             bw, qbw = (n * (row_bytes + dims * out_bytes) / t for t in (s, q))
             results["runs"].append(dict(name=name, ids=n, seconds=s, bytes_per_s=bw, queued_seconds=q,
                                         queued_bytes_per_s=qbw, host_seconds=host))
@@ -80,7 +90,8 @@ def main() -> None:
         print(*rows[-1], sep="\t", flush=True)
     table_md = markdown(["lookup", "ids", "us, 1 per eval", "GB/s (of copy)", "us, queued",
                          "GB/s (of copy)", "host us"], rows)
-    table_md += (f"\n\nCopy bandwidth (1 GiB float32 elementwise, read + write, queued): {copy / 1e9:.0f} GB/s. "
+    table_md += (f"\n\nCopy bandwidth (1 GiB float32 elementwise, read + write, queued): {copy / 1e9:.0f} GB/s, "
+                 f"the median of {len(copies)} measurements in this run ({min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f}). "
                  f"Queued: {QUEUED} and {2 * QUEUED} lookups' graphs built, each set evaluated by one mx.eval; "
                  "device time per lookup = the difference / "
                  f"{QUEUED}, and host us = graph building per lookup (outside that time).")
