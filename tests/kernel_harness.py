@@ -237,7 +237,7 @@ def cpu_x_runs(table, x: mx.array) -> mx.array:
 
 def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None = None,
                 runs: int | None = None) -> mx.array:
-    """kernels/bytedot.h through prelude_cpu.h (muser_dot4 emulated byte by byte) on
+    """kernels/bytedot.h through prelude_cpu.h and lanes_cpu.h (muser_dot4 emulated byte by byte) on
     :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), ``vrows`` and ``runs``
     as in bytedot_constants."""
     x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
@@ -259,7 +259,7 @@ def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.arra
     return _run_matvec(_metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
 
 
-# ---- mma: the matvec on the (emulated) matrix unit, prelude_cpu.h's muser_mma
+# ---- mma: the matvec on the (emulated) matrix unit, lanes_cpu.h's muser_mma
 
 _MMA_RUN = """
 extern "C" int run(const void* table, const void* xh, const void* x_sums, uint32_t n, void* out, uint32_t grid) {{
