@@ -1,21 +1,12 @@
-// F16: one little-endian float16 per value; values i .. i+N-1 are 2N-byte aligned.
+// F16: one little-endian float16 per value (formats.h: HalfLevels).
 #pragma once
 #include "formats.h"
 
 namespace muser {
 
 template <>
-struct Format<1> {
-  enum { block_values = 1, block_bytes = 2 };
-  template <int N, bool UNIFORM = false, typename P>
-  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
-    uint32_t bits[N];
-    halves_at<N>(row, i, bits);
-    for (int k = 0; k < N; ++k) {
-      lv[k] = muser_f16_bits_to_float(uint16_t(bits[k]));
-    }
-    return Affine{1.0f, 0.0f};
-  }
+struct Format<1> : HalfLevels<Format<1>> {
+  static MUSER_FN float to_float(uint32_t bits) { return muser_f16_bits_to_float(uint16_t(bits)); }
 };
 
 }  // namespace muser

@@ -57,16 +57,6 @@ MUSER_FN float bf16_bits_to_float(uint32_t bits) {
   return muser_f32_bits_to_float(bits << 16);
 }
 
-// The bits of the N 16-bit floats (F16, BF16) of row values i .. i+N-1 (2N-byte aligned), one per word.
-template <int N, typename P>
-MUSER_FN void halves_at(P row, uint32_t i, MUSER_LOCAL uint32_t* bits) {
-  uint32_t w[(N + 1) / 2];
-  bytes_at<2 * N, 2 * N>(row + 2 * i, w);
-  for (int k = 0; k < N; ++k) {
-    bits[k] = (w[k / 2] >> (16 * (k % 2))) & 0xFFFFu;
-  }
-}
-
 // float(q) - zero for 0 <= q < 2^23, exact: q in the mantissa of 2^23, no int-to-float conversion.
 MUSER_FN float level(uint32_t q, float zero) {
   return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
@@ -107,6 +97,22 @@ struct ByteLevels {
     const Affine a = F::template level_bytes<N, UNIFORM>(row, i, w);
     byte_levels<N>(w, float(F::zero), lv);
     return a;
+  }
+};
+
+// A 16-bit float format F (F16, BF16): one little-endian 16-bit float per value, values i .. i+N-1
+// 2N-byte aligned; F::to_float(bits) is the value as float32 (scale 1, offset 0).
+template <typename F>
+struct HalfLevels {
+  enum { block_values = 1, block_bytes = 2 };
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
+    uint32_t w[(N + 1) / 2];
+    bytes_at<2 * N, 2 * N>(row + 2 * i, w);
+    for (int k = 0; k < N; ++k) {
+      lv[k] = F::to_float((w[k / 2] >> (16 * (k % 2))) & 0xFFFFu);
+    }
+    return Affine{1.0f, 0.0f};
   }
 };
 
