@@ -4,11 +4,12 @@ shape against the copy bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against c23f0f7 --formats Q4_K Q6_K Q8_0 BF16 --heads
 
-Each round builds the revision's headers (its prelude_cuda.h, formats.h and block decoders, this
-tree's kernel templates: a revision from the per-format decoder files on) under kernel names of their own (MLX caches compiled kernels by name), checks that
-both give the same output, and times queued calls (common.queued_seconds): lookups of 4,096 and
-32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma
-at 16) and of F16 (matvec at 1 row), each against the table bytes it streams.
+Each round builds the revision's headers (its prelude_cuda.h, formats.h and format_*.h block
+decoders, so a revision from stop 19 on; this tree's kernel templates) under kernel names of
+their own (MLX caches compiled kernels by name), checks that both give the same output, and
+times queued calls (common.queued_seconds): lookups of 4,096 and 32,768 ids per format, and with
+--heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma at 16) and of F16 (matvec at
+1 row), each against the table bytes it streams.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def use(variant: tuple[str, object]) -> None:
     suffix, read = variant
     for attr in KERNELS:
         kernel = getattr(K.CUDA, attr)
-        kernel.name, kernel.read, kernel._kernels = kernel.template[:-2] + suffix, read, {}
+        kernel.name, kernel.read, kernel._kernels = kernel.template.removesuffix(".h") + suffix, read, {}
 
 
 def main() -> None:
