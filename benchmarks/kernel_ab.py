@@ -5,8 +5,8 @@ shape against the copy bandwidth of the same run. CUDA only.
     python benchmarks/kernel_ab.py --against c23f0f7 --formats Q4_K Q6_K Q8_0 BF16 --heads
 
 Each round builds the revision's headers (its prelude_cuda.h, formats.h and format_*.h block
-decoders, so a revision from stop 19 on; this tree's kernel templates) under kernel names of
-their own (MLX caches compiled kernels by name), checks that both give the same output, and
+decoders, so a revision from stop 19 on; this tree's kernel templates) in a folder the CUDA
+kernels include from, checks that both give the same output, and
 times queued calls (common.queued_seconds): lookups of 4,096 and 32,768 ids per format, and with
 --heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma at 16) and of F16 (matvec at
 1 row), each against the table bytes it streams.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import mlx.core as mx
@@ -39,20 +40,21 @@ def source_at(revision: str, name: str) -> str:
                           text=True).stdout
 
 
-def variants(revision: str) -> dict[str, tuple[str, object]]:
-    """{"new" | "old": (suffix of the MLX kernel names, file reader)}: the old reader gives the
-    revision's REVISED files (prelude and decoders) for this tree's, the kernel templates kept."""
-    def read(name: str) -> str:
-        return source_at(revision, name) if REVISED.fullmatch(name) else K.kernel_source(name)
+def variants(revision: str) -> dict[str, Path]:
+    """{"new" | "old": folder of kernel files}: the old folder is this tree's files with the
+    revision's REVISED ones (prelude and decoders) in their place. The kernels' names carry a
+    digest of their text, so the two never share an MLX kernel."""
+    old = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
+    for path in (p for p in K.KERNELS.iterdir() if p.is_file()):
+        text = source_at(revision, path.name) if REVISED.fullmatch(path.name) else path.read_text()
+        (old / path.name).write_text(text)
+    return {"new": K.KERNELS, "old": old}
 
-    return {"new": ("", K.kernel_source), "old": (f"_at_{Path(revision).name}", read)}
 
-
-def use(variant: tuple[str, object]) -> None:
-    suffix, read = variant
+def use(directory: Path) -> None:
     for attr in KERNELS:
         kernel = getattr(K.CUDA, attr)
-        kernel.name, kernel.read, kernel._kernels = kernel.template.removesuffix(".h") + suffix, read, {}
+        kernel.directory, kernel._kernels = directory, {}
 
 
 def main() -> None:

@@ -93,9 +93,8 @@ class Embedding(nn.Module):
         self.weight = table.data
         self._table = table
         self._unbind()
-        self.dtype = dtype
+        self._dtype, self._backend = dtype, backend
         self.on_out_of_range = on_out_of_range
-        self.backend = backend
         self.freeze()
 
     @classmethod
@@ -124,17 +123,36 @@ class Embedding(nn.Module):
 
     @property
     def table(self) -> Table:
+        return self._bound_gather()[1]
+
+    def _bound_gather(self) -> tuple:
+        """(the gather for the default device, GPU or not, and the table), bound on first use.
+        A ``weight`` replaced (load_weights / update) makes a new table and unbinds."""
         t = self._table
-        if self["weight"] is not t.data:  # e.g. after load_weights / update (item access: a Module
-            # is a dict of its arrays; self.weight would take the slow attribute fallback per lookup)
+        if self["weight"] is not t.data:  # item access: a Module is a dict of its arrays, and
+            # self.weight would take the slow attribute fallback
             t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
             self.weight = t.data
             self._unbind()
-        return t
+        gpu = backends.on_gpu()
+        gather = self._bound.get(gpu)
+        if gather is None:
+            gather = self._bound[gpu] = backends.bind(t, self._dtype, backends.select(self._backend))
+        return gather, t
 
     def _unbind(self) -> None:
-        # backend name -> gather bound to the table and dtype; a plain attribute, not a child
+        # default device is a GPU -> gather bound to the table and dtype; a plain attribute, not a child
         object.__setattr__(self, "_bound", {})
+
+    @property
+    def dtype(self) -> mx.Dtype:
+        """The output dtype, fixed at construction."""
+        return self._dtype
+
+    @property
+    def backend(self) -> str:
+        """The backend asked for at construction; ``"auto"`` picks per call, by the default device."""
+        return self._backend
 
     @property
     def num_embeddings(self) -> int:
@@ -150,17 +168,10 @@ class Embedding(nn.Module):
 
     def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
         """``(self(x), count)``: ``count`` is a lazy 0-d ``uint32`` of the ids that were clamped."""
-        return self._call(x, return_out_of_range=True)
+        return _lookup(*self._bound_gather(), x, self.on_out_of_range == "raise", True)
 
     def __call__(self, x) -> mx.array:
-        return self._call(x)
-
-    def _call(self, x, return_out_of_range: bool = False):
-        table, backend = self.table, backends.select(self.backend)
-        gather = self._bound.get(backend)
-        if gather is None:
-            gather = self._bound[backend] = backends.bind(table, self.dtype, backend)
-        return _lookup(gather, table, x, self.on_out_of_range == "raise", return_out_of_range)
+        return _lookup(*self._bound_gather(), x, self.on_out_of_range == "raise")
 
     def as_linear(self, x) -> mx.array:
         """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->

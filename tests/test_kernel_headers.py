@@ -1,12 +1,15 @@
-"""How a kernel's header is assembled from kernels/: includes inlined once, and only the table's
-block decoder in it (MLX's CUDA backend spends time on every evaluation per byte of source)."""
+"""How a kernel's header is assembled from kernels/: includes inlined once, only the table's block
+decoder in it; on CUDA, #include lines naming the files (MLX's CUDA backend spends time on every
+evaluation per byte of source); kernels named by the text they compile."""
 
 import re
+import shutil
 
+import mlx.core as mx
 import pytest
 
 from muser_mlx import FORMATS
-from muser_mlx.backends.kernel import CUDA, METAL, kernel_header
+from muser_mlx.backends.kernel import CUDA, KERNELS, METAL, DeviceKernel, kernel_header
 
 
 def test_each_include_is_inlined_once_where_it_first_appears():
@@ -28,3 +31,37 @@ def test_a_kernel_header_holds_its_tables_decoder_alone(dialect, qtype):
         assert '#include "' not in header and "#pragma once" not in header and "//" not in header
     assert "muser_sum" not in gather and "muser_sum" in matvec  # the LM heads' lane operations
     assert len(gather) < 8000  # bytes; 13.3 KB when every decoder was in it
+
+
+def test_cuda_includes_the_files_metal_gets_their_text():
+    """NVRTC opens ``#include "/absolute/path"``; Metal's runtime compiler gets the text."""
+    cuda = CUDA.gather_kernel.registered_header(12).splitlines()
+    assert cuda == [f'#include "{KERNELS / name}"' for name in CUDA.gather_kernel.files(12)]
+    assert all((KERNELS / name).is_file() and KERNELS.is_absolute() for name in CUDA.gather_kernel.files(12))
+    assert kernel_header(CUDA.gather_kernel.files(12)) == CUDA.gather_kernel.header(12)
+    assert METAL.gather_kernel.registered_header(12) == METAL.gather_kernel.header(12)
+
+
+def _registered(directory):
+    """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
+    seen = {}
+    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], lambda: lambda **kw: seen.update(kw), False, True)
+    kernel.directory = directory
+    kernel.for_constants((("FORMAT", 12), ("DIMS", 512), ("VOCAB", 10), ("VALUES", 8), ("T", mx.float32)))
+    return seen
+
+
+def test_a_kernel_is_named_by_the_text_it_compiles(tmp_path):
+    """MLX caches a compiled CUDA kernel under its name, on disk too: a changed decoder must be a
+    new name, though the #include lines MLX sees stay the same; a changed comment is not."""
+    shutil.copytree(KERNELS, tmp_path, dirs_exist_ok=True)
+    decoder = tmp_path / "format_q4_k.h"
+    base = _registered(tmp_path)
+    assert base["name"].startswith("muser_gather_12_512_10_8_float32_") and base["name"] == _registered(KERNELS)["name"]
+    assert base["header"].startswith(f'#include "{tmp_path / "prelude_cuda.h"}"\n')
+    assert "\n#define FORMAT 12\n#define DIMS 512\n#define VOCAB 10\n#define VALUES 8\n" in base["header"]
+    decoder.write_text(decoder.read_text() + "// a comment\n")
+    assert _registered(tmp_path)["name"] == base["name"]
+    decoder.write_text(decoder.read_text() + "static const int muser_unused = 0;\n")
+    changed = _registered(tmp_path)
+    assert changed["name"] != base["name"] and changed["header"] == base["header"]

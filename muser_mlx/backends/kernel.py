@@ -7,10 +7,12 @@ at run time, so one kernel serves every batch width.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from functools import cache
 from importlib.resources import files
+from pathlib import Path
 
 import mlx.core as mx
 
@@ -37,8 +39,11 @@ BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 4, "Q8_0": 4}
 
 
+KERNELS = Path(str(files("muser_mlx.kernels"))).absolute()  # the kernel source files
+
+
 def kernel_source(name: str) -> str:
-    return (files("muser_mlx.kernels") / name).read_text()
+    return (KERNELS / name).read_text()
 
 
 def values_per_thread(dims: int) -> int:
@@ -72,9 +77,8 @@ _INCLUDE = re.compile(r'#include "(\w+\.h)"')
 def kernel_header(names, read=kernel_source) -> str:
     """The kernel source files ``names`` as one header, in order, each ``#include "x.h"`` replaced
     by x.h's text where it first appears (once, as ``#pragma once`` has it), minus ``//``
-    comments, blank lines and ``#pragma once``. MLX's CUDA backend spends time on every
-    evaluation of a kernel in proportion to its source's length (about 0.3 us per KB on an H200;
-    README, "One id per evaluation"), so a header holds only what its kernel includes."""
+    comments, blank lines and ``#pragma once``: what a kernel compiles, so it is what names it,
+    and Metal's header (its runtime compiler reads no files)."""
     done, lines = set(), []
 
     def add(name: str) -> None:
@@ -104,22 +108,32 @@ class DeviceKernel:
     ``source`` is the dialect's few-line body (``<name>.metal`` / ``<name>.cu``) that calls the
     template with its thread index.
 
+    The header MLX gets is the files' text (:func:`kernel_header`), or, where the dialect's
+    compiler reads files (``includes``: NVRTC), ``#include`` lines naming them in ``directory``:
+    MLX's CUDA backend spends host time on every evaluation of a kernel in proportion to its
+    source's length, about 0.3 us per KB on an H200, and 7 KB of decoder cost a one-id lookup
+    4 us (README, "One id per evaluation").
+
     ``for_constants(constants)`` is the MLX kernel object for one table, layout and dtypes, built
     on first use and cached: the integer constants are ``#define``d after the header, so a call
     passes no template arguments (MLX spends host time on each, every call); the dtypes only
-    name the kernel (they are in its generated signature). ``read`` gives a file's text, and
-    ``name`` names the MLX kernels (benchmarks/kernel_ab.py swaps in a revision's files under
-    a name of their own)."""
+    name the kernel (they are in its generated signature). The name ends in a digest of the text
+    compiled: MLX caches a compiled CUDA kernel on disk under its name (``MLX_PTX_CACHE_DIR``,
+    else a temporary folder) and reuses it while the name stands, so a changed source is a new
+    name. benchmarks/kernel_ab.py points ``directory`` at a revision's files."""
 
     def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
-                 lanes: bool = True):
+                 lanes: bool = True, includes: bool = False):
         self.dialect, self.name, self.template = dialect, name, f"{name}.h"
-        self.lanes = lanes
+        self.lanes, self.includes = lanes, includes
         self.source = kernel_source(f"{name}.{'metal' if dialect == 'metal' else 'cu'}")
         self.inputs, self.outputs = inputs, outputs
-        self.read = kernel_source
+        self.directory = KERNELS
         self._register = register
         self._kernels = {}
+
+    def read(self, name: str) -> str:
+        return (self.directory / name).read_text()
 
     def files(self, ggml_type: int | None = None) -> tuple[str, ...]:
         """The header's files before their includes: prelude, lane operations, the decoder of the
@@ -131,16 +145,25 @@ class DeviceKernel:
     def header(self, ggml_type: int | None = None) -> str:
         return kernel_header(self.files(ggml_type), self.read)
 
+    def registered_header(self, ggml_type: int | None = None) -> str:
+        """The header MLX gets: :meth:`header`, or with ``includes`` an ``#include`` by absolute
+        path of each of :meth:`files`."""
+        if not self.includes:
+            return self.header(ggml_type)
+        return "\n".join(f'#include "{self.directory / name}"' for name in self.files(ggml_type))
+
     def for_constants(self, constants: tuple[tuple[str, object], ...]):
         kernel = self._kernels.get(constants)
         if kernel is None:
-            defines = "".join(f"\n#define {k} {v}" for k, v in constants if isinstance(v, int))
+            ggml_type = dict(constants).get("FORMAT")
+            defines = "".join(f"\n#define {k} {v}" for k, v in constants if isinstance(v, int)) + "\n"
+            digest = hashlib.sha256((self.header(ggml_type) + defines + self.source).encode()).hexdigest()[:12]
             kernel = self._kernels[constants] = self._register()(
-                name="_".join(["muser", self.name, *(_spelled(v) for _, v in constants)]),
+                name="_".join(["muser", self.name, *(_spelled(v) for _, v in constants), digest]),
                 input_names=self.inputs,
                 output_names=self.outputs,
                 source=self.source,
-                header=self.header(dict(constants).get("FORMAT")) + defines + "\n",
+                header=self.registered_header(ggml_type) + defines,
             )
         return kernel
 
@@ -268,14 +291,18 @@ class DeviceBackend:
     """A GPU dialect's kernels: the gather (rows of the table, ``bind``), the matvec (logits), for
     a dialect whose prelude has 4-way byte dot products (``byte_dots``) the matvec on them
     (``bytedot``), and for one with a warp matrix multiply the matvec on that (``mma``), where
-    ``matrix_units()`` says the device runs it."""
+    ``matrix_units()`` says the device runs it. ``includes``: its compiler reads the kernel
+    files from disk (see :class:`DeviceKernel`)."""
 
-    def __init__(self, dialect: str, register, matrix_units=None, byte_dots: bool = False):
-        self.gather_kernel = DeviceKernel(dialect, "gather", ["table", "ids"], ["out"], register, lanes=False)
-        self.matvec_kernel = DeviceKernel(dialect, "matvec", ["table", "x"], ["out"], register)
-        self.xruns_kernel = byte_dots and DeviceKernel(dialect, "xruns", ["x"], ["runs"], register)
-        self.bytedot_kernel = byte_dots and DeviceKernel(dialect, "bytedot", ["table", "x"], ["out"], register)
-        self.mma_kernel = matrix_units and DeviceKernel(dialect, "mma", ["table", "xh", "x_sums"], ["out"], register)
+    def __init__(self, dialect: str, register, includes: bool = False, matrix_units=None, byte_dots: bool = False):
+        def kernel(name: str, inputs: list[str], outputs: list[str], lanes: bool = True) -> DeviceKernel:
+            return DeviceKernel(dialect, name, inputs, outputs, register, lanes, includes)
+
+        self.gather_kernel = kernel("gather", ["table", "ids"], ["out"], lanes=False)
+        self.matvec_kernel = kernel("matvec", ["table", "x"], ["out"])
+        self.xruns_kernel = byte_dots and kernel("xruns", ["x"], ["runs"])
+        self.bytedot_kernel = byte_dots and kernel("bytedot", ["table", "x"], ["out"])
+        self.mma_kernel = matrix_units and kernel("mma", ["table", "xh", "x_sums"], ["out"])
         self.matrix_units = matrix_units or (lambda: False)
 
     def bind(self, table, dtype: mx.Dtype):
@@ -360,7 +387,8 @@ class DeviceBackend:
 
 
 METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma in its prelude
+# NVRTC compiles MLX's CUDA kernels and opens their #include "/absolute/path" files.
 # mma.sync m16n8k16 in float16 and bfloat16: compute capability 8.0 (Ampere) and later.
 # dp4a (kernels/bytedot.h's muser_dot4): every GPU MLX's CUDA backend runs on.
-CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, matrix_units=lambda: cuda_compute_capability() >= 8,
-                     byte_dots=True)
+CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, includes=True,
+                     matrix_units=lambda: cuda_compute_capability() >= 8, byte_dots=True)
