@@ -10,7 +10,7 @@ import numpy as np
 from mlx.utils import tree_map_with_path
 
 from . import backends
-from .ids import count_out_of_range, device_ids, host_ids
+from .ids import check_device_ids, count_out_of_range, host_ids
 from .linear import as_linear, tied_head
 from .table import Table
 
@@ -54,11 +54,12 @@ def _check_dtype(dtype: mx.Dtype) -> None:
 
 
 def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: bool = False):
-    """Type and check ``ids`` (see :func:`embedding`), flatten, gather, restore the shape."""
-    if isinstance(ids, mx.array):
-        ids = device_ids(ids, table.vocab, check_ids)
-    else:
+    """Type and check ``ids`` (see :func:`embedding`; the gather checks an ``mx.array``'s dtype),
+    flatten, gather, restore the shape."""
+    if not isinstance(ids, mx.array):
         ids = host_ids(ids, table.vocab)
+    elif check_ids:
+        check_device_ids(ids, table.vocab)
     out = gather(ids) if ids.ndim == 1 else gather(ids.reshape(-1)).reshape(*ids.shape, table.dims)
     return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 

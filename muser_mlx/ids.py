@@ -40,13 +40,16 @@ INTEGER_DTYPES = frozenset(
 )
 
 
-def device_ids(ids: mx.array, vocab: int, check: bool) -> mx.array:
-    """``mx.array`` ids: typed here; range-checked only when ``check`` (that evaluates them)."""
-    if (dtype := ids.dtype) not in INTEGER_DTYPES:
+def check_dtype(dtype: mx.Dtype) -> None:
+    """Raise ``TypeError`` unless ``dtype`` is an integer dtype: every gather checks its ids so."""
+    if dtype not in INTEGER_DTYPES:
         raise _not_integers(dtype)
-    if check:
-        check_range(np.array(ids), vocab)
-    return ids
+
+
+def check_device_ids(ids: mx.array, vocab: int) -> None:
+    """``mx.array`` ids, evaluated on the host: ``TypeError`` or ``IndexError`` as for host ids."""
+    check_dtype(ids.dtype)
+    check_range(np.array(ids), vocab)
 
 
 def clamp(ids: mx.array, vocab: int) -> mx.array:

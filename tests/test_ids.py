@@ -10,6 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import assert_bits_equal, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, embedding
+from muser_mlx.backends import ops
+from muser_mlx.backends.kernel import DeviceBackend
 
 VOCAB = 10
 
@@ -109,6 +111,23 @@ def test_non_integer_host_ids_raise_type_error(table, ids):
 def test_non_integer_mx_ids_raise_type_error(table, x):
     with pytest.raises(TypeError, match="must be integers"):
         embedding(table[0], x)
+
+
+@pytest.mark.parametrize("backend", ["ops", "kernel"])
+def test_every_gather_checks_its_ids_dtype(table, backend):
+    """The gathers check an mx.array's dtype themselves (Embedding leaves it to them); the kernel
+    backend before it builds a kernel for that dtype. Here the kernel backend's MLX registration
+    is a stand-in that records what it is asked to build."""
+    built = []
+    kernels = DeviceBackend("cuda", lambda: lambda **kw: built.append(kw["name"]) or (lambda **call: [call]))
+    gather = (ops if backend == "ops" else kernels).bind(table[0], mx.float32)
+    for x in (mx.array([1.0]), mx.array([True]), mx.array([], mx.float16)):
+        with pytest.raises(TypeError, match="must be integers"):
+            gather(x)
+    assert built == []
+    if backend == "kernel":
+        assert gather(mx.array([3], mx.uint16))["inputs"][1].dtype == mx.uint16
+        assert len(built) == 1 and "_uint16_" in built[0]
 
 
 def test_embedding_counts_clamped_ids_lazily(table):

@@ -17,6 +17,7 @@ from pathlib import Path
 import mlx.core as mx
 
 from ..formats import FORMATS
+from ..ids import check_dtype
 
 FORMAT_OF_TYPE = {f.ggml_type: f for f in FORMATS.values()}  # the kernels' FORMAT constant -> Format
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
@@ -306,23 +307,26 @@ class DeviceBackend:
         self.matrix_units = matrix_units or (lambda: False)
 
     def bind(self, table, dtype: mx.Dtype):
-        """``ids [n] -> [n, dims]`` for this table and output dtype, kernels built once.
+        """``ids [n] -> [n, dims]`` for this table and output dtype, a kernel built once per ids
+        dtype (the first call with a dtype checks it is an integer one).
         Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
         dims, words = table.dims, table_words(table)
-        groups = dims // values_per_thread(dims)
+        groups, threadgroup = dims // values_per_thread(dims), (THREADGROUP, 1, 1)
         kernels = {}  # ids dtype -> kernel
 
         def gather(ids: mx.array) -> mx.array:
-            n = ids.shape[0]
-            if n == 0:
-                return mx.zeros((0, dims), dtype)
             kernel = kernels.get(ids.dtype)
             if kernel is None:
+                check_dtype(ids.dtype)
                 kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
+            n = ids.size  # ids are 1-D; a lookup of one id spends about 2 us of host time in
+            # MLX's call, so this function's own Python is kept to a few operations
+            if n == 0:
+                return mx.zeros((0, dims), dtype)
             return kernel(
                 inputs=[words, ids],
-                grid=(groups, min(n, MAX_ROWS_IN_FLIGHT), 1),
-                threadgroup=(THREADGROUP, 1, 1),
+                grid=(groups, n if n < MAX_ROWS_IN_FLIGHT else MAX_ROWS_IN_FLIGHT, 1),
+                threadgroup=threadgroup,
                 output_shapes=[(n, dims)],
                 output_dtypes=[dtype],
             )[0]

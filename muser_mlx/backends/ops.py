@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from ..ids import clamp
+from ..ids import check_dtype, clamp
 
 
 def bind(table, dtype: mx.Dtype):
@@ -13,6 +13,7 @@ def bind(table, dtype: mx.Dtype):
     blocks_per_row = dims // fmt.block_values
 
     def gather(ids: mx.array) -> mx.array:
+        check_dtype(ids.dtype)
         n = ids.shape[0]
         rows = mx.take(data, clamp(ids, vocab), axis=0)  # uint8 [n, row_bytes]
         blocks = rows.reshape(n * blocks_per_row, fmt.block_bytes)
