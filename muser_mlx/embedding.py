@@ -94,8 +94,7 @@ class Embedding(nn.Module):
         self.weight = table.data
         self._table = table
         self._unbind()
-        self._dtype, self._backend = dtype, backend
-        self.on_out_of_range = on_out_of_range
+        self._dtype, self._backend, self._clamp = dtype, backend, on_out_of_range == "clamp"
         self.freeze()
 
     @classmethod
@@ -151,6 +150,11 @@ class Embedding(nn.Module):
         return self._dtype
 
     @property
+    def on_out_of_range(self) -> str:
+        """``"clamp"`` or ``"raise"``, fixed at construction."""
+        return "clamp" if self._clamp else "raise"
+
+    @property
     def backend(self) -> str:
         """The backend asked for at construction; ``"auto"`` picks per call, by the default device."""
         return self._backend
@@ -169,10 +173,17 @@ class Embedding(nn.Module):
 
     def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
         """``(self(x), count)``: ``count`` is a lazy 0-d ``uint32`` of the ids that were clamped."""
-        return _lookup(*self._bound_gather(), x, self.on_out_of_range == "raise", True)
+        return _lookup(*self._bound_gather(), x, not self._clamp, True)
 
     def __call__(self, x) -> mx.array:
-        return _lookup(*self._bound_gather(), x, self.on_out_of_range == "raise")
+        # 1-D mx.array ids to clamp, gather bound, weight unchanged: what _lookup would do is
+        # gather(x), so do it at once (one id per evaluation is mostly host time; README, "One
+        # id per evaluation")
+        if type(x) is mx.array and x.ndim == 1 and self._clamp and self["weight"] is self._table.data:
+            gather = self._bound.get(backends.on_gpu())
+            if gather is not None:
+                return gather(x)
+        return _lookup(*self._bound_gather(), x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:
         """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->

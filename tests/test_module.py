@@ -72,6 +72,18 @@ def test_updated_weight_is_used(q4k_table):
     assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
 
 
+def test_settings_are_fixed_at_construction(q4k_table):
+    """dtype, backend and on_out_of_range pick the bound gather and the checks; they read, not write."""
+    emb = Embedding(q4k_table[0], mx.float16, on_out_of_range="raise", backend="ops")
+    assert (emb.dtype, emb.backend, emb.on_out_of_range) == (mx.float16, "ops", "raise")
+    for name, value in (("dtype", mx.float32), ("backend", "auto"), ("on_out_of_range", "clamp")):
+        with pytest.raises(AttributeError, match="no setter"):
+            setattr(emb, name, value)
+    emb(mx.array([0]))  # binds the gather
+    with pytest.raises(IndexError, match="out of range"):
+        emb(mx.array([q4k_table[0].vocab]))  # a 1-D mx.array, gather bound: "raise" still checks
+
+
 def test_functional_form_and_backend_choice(q4k_table):
     table, raw = q4k_table
     assert_bits_equal(embedding(table, [2], backend="ops"), reference(raw, "Q4_K", [2]))
