@@ -52,7 +52,7 @@ def _registered(directory):
 
 
 def test_a_kernel_is_named_by_the_text_it_compiles(tmp_path):
-    """MLX caches a compiled CUDA kernel under its name, on disk too: a changed decoder must be a
+    """MLX keeps a compiled kernel under its name for the process: a changed decoder must be a
     new name, though the #include lines MLX sees stay the same; a changed comment is not."""
     shutil.copytree(KERNELS, tmp_path, dirs_exist_ok=True)
     decoder = tmp_path / "format_q4_k.h"

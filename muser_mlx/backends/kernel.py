@@ -119,8 +119,8 @@ class DeviceKernel:
     on first use and cached: the integer constants are ``#define``d after the header, so a call
     passes no template arguments (MLX spends host time on each, every call); the dtypes only
     name the kernel (they are in its generated signature). The name ends in a digest of the text
-    compiled: MLX caches a compiled CUDA kernel on disk under its name (``MLX_PTX_CACHE_DIR``,
-    else a temporary folder) and reuses it while the name stands, so a changed source is a new
+    compiled: MLX keeps a compiled kernel under its name for the life of the process, and the
+    #include lines it sees stay the same when the files change, so changed source must be a new
     name. benchmarks/kernel_ab.py points ``directory`` at a revision's files."""
 
     def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
