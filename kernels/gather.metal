@@ -1,3 +1,3 @@
 muser::gather<muser::Format<FORMAT>, DIMS, VOCAB, VALUES>(
-    muser_bytes(table), ids, uint32_t(ids_shape[0]), out,
+    muser_bytes(table), ids, muser::id_count(ids_shape, ids_ndim), out,
     thread_position_in_grid.x, thread_position_in_grid.y, threads_per_grid.y);

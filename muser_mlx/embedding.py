@@ -54,13 +54,13 @@ def _check_dtype(dtype: mx.Dtype) -> None:
 
 
 def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: bool = False):
-    """Type and check ``ids`` (see :func:`embedding`; the gather checks an ``mx.array``'s dtype),
-    flatten, gather, restore the shape."""
+    """Type and check ``ids`` (see :func:`embedding`; the gather checks an ``mx.array``'s dtype)
+    and gather (a 0-d id as one of one dimension)."""
     if not isinstance(ids, mx.array):
         ids = host_ids(ids, table.vocab)
     elif check_ids:
         check_device_ids(ids, table.vocab)
-    out = gather(ids) if ids.ndim == 1 else gather(ids.reshape(-1)).reshape(*ids.shape, table.dims)
+    out = gather(ids) if ids.ndim else gather(ids.reshape(1)).reshape(table.dims)
     return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 
 
@@ -176,10 +176,10 @@ class Embedding(nn.Module):
         return _lookup(*self._bound_gather(), x, not self._clamp, True)
 
     def __call__(self, x) -> mx.array:
-        # 1-D mx.array ids to clamp, gather bound, weight unchanged: what _lookup would do is
-        # gather(x), so do it at once (one id per evaluation is mostly host time; README, "One
-        # id per evaluation")
-        if type(x) is mx.array and x.ndim == 1 and self._clamp and self["weight"] is self._table.data:
+        # mx.array ids (of one or more dimensions) to clamp, gather bound, weight unchanged: what
+        # _lookup would do is gather(x), so do it at once (one id per evaluation is mostly host
+        # time; README, "One id per evaluation")
+        if type(x) is mx.array and x.ndim and self._clamp and self["weight"] is self._table.data:
             gather = self._bound.get(backends.on_gpu())
             if gather is not None:
                 return gather(x)

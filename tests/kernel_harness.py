@@ -86,7 +86,7 @@ def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
     return _compile(includes + run, [KERNELS])
 
 
-# The generated Metal kernel, one thread at a time: its 4 buffers are (table, input, the input's
+# The generated Metal matvec, one thread at a time: its 4 buffers are (table, input, the input's
 # shape, out), then the thread's position and the grid's size.
 _METAL_DRIVE = """
 template <typename A, typename B, typename C, typename D>
@@ -140,25 +140,37 @@ def generated_metal_source(kernel, inputs: list[mx.array], constants, output_sha
     return printed.split("```\n", 1)[1].rsplit("```", 1)[0]
 
 
-# ---- gather: ids [n] -> out [n, dims], every thread of the 2-D grid in turn
+# ---- gather: ids [...] -> out [..., dims], every thread of the 2-D grid in turn
 
 _GATHER_RUN = """
-extern "C" void run(const void* table, const void* ids, uint32_t n, void* out, uint32_t width, uint32_t height) {{
-  int shape[1] = {{int(n)}};
+extern "C" void run(const void* table, const void* ids, const int* shape, int ndim, void* out, uint32_t width,
+                    uint32_t height) {{
+  uint32_t n = muser::id_count(shape, ndim);
   for (uint32_t y = 0; y < height; ++y)
     for (uint32_t x = 0; x < width; ++x) {call};
 }}
 """
 
+# The generated Metal gather: its 5 buffers are (table, ids, ids' shape, ids' ndim, out), then the
+# thread's position and the grid's size.
+_METAL_DRIVE_GATHER = """
+template <typename A, typename B, typename C, typename D, typename E>
+void drive_gather(void (*kernel)(A, B, C, D, E, uint3, uint3), const void* table, const void* ids,
+                  const int* shape, const int& ndim, void* out, uint3 position, uint3 grid) {
+  kernel((A)table, (B)ids, (C)shape, ndim, (E)out, position, grid);
+}
+"""
+
 
 def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
     ids = np.ascontiguousarray(ids)
-    out = np.empty((ids.size, table.dims), C_TYPES[dtype][1])
+    shape = np.array(ids.shape or (1,), np.int32)  # a 0-d id is looked up as one of one dimension
+    out = np.empty((*ids.shape, table.dims), C_TYPES[dtype][1])
     groups = table.dims // values_per_thread(table.dims)
     width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
     height = rows_in_flight or max(ids.size, 1)
-    lib.run(_ptr(_host(table.data)), _ptr(ids), ctypes.c_uint32(ids.size), _ptr(out), ctypes.c_uint32(width),
-            ctypes.c_uint32(height))
+    lib.run(_ptr(_host(table.data)), _ptr(ids), _ptr(shape), ctypes.c_int(shape.size), _ptr(out),
+            ctypes.c_uint32(width), ctypes.c_uint32(height))
     return _result(out, dtype)
 
 
@@ -173,15 +185,17 @@ def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | N
 
 def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
     constants = gather_constants(table, dtype, ids.dtype)
-    return generated_metal_source(METAL.gather_kernel, [table_words(table), ids], constants, (ids.shape[0], table.dims),
+    return generated_metal_source(METAL.gather_kernel, [table_words(table), ids], constants, (*ids.shape, table.dims),
                                   dtype, capfd)
 
 
 def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
-    """Execute the generated Metal source on the CPU, thread by thread."""
+    """Execute the generated Metal source on the CPU, thread by thread (ids of one or more
+    dimensions, as the package passes them)."""
     source = gather_metal_source(table, mx.array(ids), dtype, capfd)
-    call = "drive(&KERNEL, table, ids, shape, out, uint3{x, y, 0}, uint3{width, height, 1})"
-    return _run_gather(_metal_lib(source, _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
+    call = "drive_gather(&KERNEL, table, ids, shape, ndim, out, uint3{x, y, 0}, uint3{width, height, 1})"
+    return _run_gather(_metal_lib(source, _METAL_DRIVE_GATHER + _GATHER_RUN.format(call=call)), table, ids, dtype,
+                       rows_in_flight)
 
 
 # ---- matvec: x [n, dims] -> logits [n, vocab] in x's dtype, warps as 32 concurrent threads;

@@ -24,7 +24,9 @@ def ids_with_out_of_range(draw, vocab):
     info = np.iinfo(id_dtype)
     values = draw(st.lists(st.integers(info.min, info.max), min_size=1, max_size=7))
     values += draw(st.lists(st.integers(0, min(vocab - 1, info.max)), min_size=1, max_size=7))
-    return np.array(values, dtype=id_dtype)
+    n = len(values)  # in one to three dimensions: the kernels count ids from their shape
+    shapes = [(n,), (1, n), (n, 1), (1, n, 1)] + [(d, n // d) for d in (2, 3) if n % d == 0]
+    return np.array(values, dtype=id_dtype).reshape(draw(st.sampled_from(shapes)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -57,11 +59,13 @@ def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
 
 
 def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
-    """The generated source does not depend on the number of ids."""
+    """The generated source depends on neither the number of ids nor their shape. (MLX's Metal
+    backend passes an input of one element in constant memory, a kernel of its own.)"""
     from kernel_harness import gather_metal_source
 
     table, _ = q4k_table
-    sources = {gather_metal_source(table, mx.zeros((n,), mx.int32), mx.float32, capfd) for n in (8, 64, 512, 32768)}
+    shapes = [(8,), (64,), (512,), (32768,), (1, 8), (4, 16), (2, 3, 5)]
+    sources = {gather_metal_source(table, mx.zeros(shape, mx.int32), mx.float32, capfd) for shape in shapes}
     assert len(sources) == 1
 
 

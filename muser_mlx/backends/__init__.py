@@ -1,8 +1,8 @@
 """Where a lookup runs: a GPU kernel (Metal or CUDA) or the portable MLX-ops path.
 
 Every backend binds a table and an output dtype, ``bind(table, dtype)``, into a function from
-1-D integer ``ids`` to a lazy ``[len(ids), dims]`` array in ``dtype`` (ids of another dtype raise
-``TypeError``).
+integer ``ids`` of one or more dimensions to a lazy ``ids.shape + (dims,)`` array in ``dtype``
+(ids of another dtype raise ``TypeError``).
 """
 
 from __future__ import annotations

@@ -307,9 +307,10 @@ class DeviceBackend:
         self.matrix_units = matrix_units or (lambda: False)
 
     def bind(self, table, dtype: mx.Dtype):
-        """``ids [n] -> [n, dims]`` for this table and output dtype, a kernel built once per ids
-        dtype (the first call with a dtype checks it is an integer one).
-        Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
+        """``ids [...] -> [..., dims]`` (ids of one or more dimensions) for this table and output
+        dtype, a kernel built once per ids dtype (the first call with a dtype checks it is an
+        integer one). Grid: x = the DIMS / VALUES groups of a row, y = rows in flight
+        (kernels/gather.h)."""
         dims, words = table.dims, table_words(table)
         groups, threadgroup = dims // values_per_thread(dims), (THREADGROUP, 1, 1)
         kernels = {}  # ids dtype -> kernel
@@ -319,15 +320,15 @@ class DeviceBackend:
             if kernel is None:
                 check_dtype(ids.dtype)
                 kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
-            n = ids.size  # ids are 1-D; a lookup of one id spends about 2 us of host time in
-            # MLX's call, so this function's own Python is kept to a few operations
+            n = ids.size  # a lookup of one id spends about 2 us of host time in MLX's call, so this
+            # function's own Python is kept to a few operations
             if n == 0:
-                return mx.zeros((0, dims), dtype)
+                return mx.zeros((*ids.shape, dims), dtype)
             return kernel(
                 inputs=[words, ids],
                 grid=(groups, n if n < MAX_ROWS_IN_FLIGHT else MAX_ROWS_IN_FLIGHT, 1),
                 threadgroup=threadgroup,
-                output_shapes=[(n, dims)],
+                output_shapes=[(*ids.shape, dims)],
                 output_dtypes=[dtype],
             )[0]
 

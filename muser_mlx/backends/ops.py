@@ -8,15 +8,14 @@ from ..ids import check_dtype, clamp
 
 
 def bind(table, dtype: mx.Dtype):
-    """``ids [n] -> [n, dims]``: take n rows of bytes, decode only those blocks."""
+    """``ids [...] -> [..., dims]``: take the ids' rows of bytes, decode only those blocks."""
     fmt, dims, vocab, data = table.format, table.dims, table.vocab, table.data
     blocks_per_row = dims // fmt.block_values
 
     def gather(ids: mx.array) -> mx.array:
         check_dtype(ids.dtype)
-        n = ids.shape[0]
-        rows = mx.take(data, clamp(ids, vocab), axis=0)  # uint8 [n, row_bytes]
-        blocks = rows.reshape(n * blocks_per_row, fmt.block_bytes)
-        return fmt.decode(blocks).reshape(n, dims).astype(dtype)
+        rows = mx.take(data, clamp(ids.reshape(-1), vocab), axis=0)  # uint8 [n, row_bytes]
+        blocks = rows.reshape(ids.size * blocks_per_row, fmt.block_bytes)
+        return fmt.decode(blocks).reshape(*ids.shape, dims).astype(dtype)
 
     return gather
