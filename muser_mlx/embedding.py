@@ -141,7 +141,8 @@ class Embedding(nn.Module):
         return gather, t
 
     def _unbind(self) -> None:
-        # default device is a GPU -> gather bound to the table and dtype; a plain attribute, not a child
+        # default device is a GPU (bool) -> gather bound to the table and dtype; a plain
+        # attribute, not a child
         object.__setattr__(self, "_bound", {})
 
     @property
