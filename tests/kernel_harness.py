@@ -86,13 +86,13 @@ def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
     return _compile(includes + run, [KERNELS])
 
 
-# The generated Metal matvec, one thread at a time: its 4 buffers are (table, input, the input's
-# shape, out), then the thread's position and the grid's size.
+# A generated Metal kernel, one thread at a time: its buffers (the matvec's table, x, x's shape,
+# out; the gather's table, ids, their shape and ndim, out), then the thread's position and the
+# grid's size, each argument cast to the parameter's type.
 _METAL_DRIVE = """
-template <typename A, typename B, typename C, typename D>
-void drive(void (*kernel)(A, B, C, D, uint3, uint3), const void* table, const void* in, const int* shape,
-           void* out, uint3 position, uint3 grid) {
-  kernel((A)table, (B)in, (C)shape, (D)out, position, grid);
+template <typename... Params, typename... Args>
+void drive(void (*kernel)(Params...), Args... args) {
+  kernel((Params)args...);
 }
 """
 
@@ -151,16 +151,6 @@ extern "C" void run(const void* table, const void* ids, const int* shape, int nd
 }}
 """
 
-# The generated Metal gather: its 5 buffers are (table, ids, ids' shape, ids' ndim, out), then the
-# thread's position and the grid's size.
-_METAL_DRIVE_GATHER = """
-template <typename A, typename B, typename C, typename D, typename E>
-void drive_gather(void (*kernel)(A, B, C, D, E, uint3, uint3), const void* table, const void* ids,
-                  const int* shape, const int& ndim, void* out, uint3 position, uint3 grid) {
-  kernel((A)table, (B)ids, (C)shape, ndim, (E)out, position, grid);
-}
-"""
-
 
 def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_in_flight: int | None) -> mx.array:
     ids = np.ascontiguousarray(ids)
@@ -193,9 +183,8 @@ def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | Non
     """Execute the generated Metal source on the CPU, thread by thread (ids of one or more
     dimensions, as the package passes them)."""
     source = gather_metal_source(table, mx.array(ids), dtype, capfd)
-    call = "drive_gather(&KERNEL, table, ids, shape, ndim, out, uint3{x, y, 0}, uint3{width, height, 1})"
-    return _run_gather(_metal_lib(source, _METAL_DRIVE_GATHER + _GATHER_RUN.format(call=call)), table, ids, dtype,
-                       rows_in_flight)
+    call = "drive(&KERNEL, table, ids, shape, ndim, out, uint3{x, y, 0}, uint3{width, height, 1})"
+    return _run_gather(_metal_lib(source, _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
 # ---- matvec: x [n, dims] -> logits [n, vocab] in x's dtype, warps as 32 concurrent threads;
