@@ -10,6 +10,7 @@ import numpy as np
 from mlx.utils import tree_map_with_path
 
 from . import backends
+from .backends import on_gpu
 from .ids import check_device_ids, count_out_of_range, host_ids
 from .linear import as_linear, tied_head
 from .table import Table
@@ -55,12 +56,12 @@ def _check_dtype(dtype: mx.Dtype) -> None:
 
 def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: bool = False):
     """Type and check ``ids`` (see :func:`embedding`; the gather checks an ``mx.array``'s dtype)
-    and gather (a 0-d id as one of one dimension)."""
+    and gather."""
     if not isinstance(ids, mx.array):
         ids = host_ids(ids, table.vocab)
     elif check_ids:
         check_device_ids(ids, table.vocab)
-    out = gather(ids) if ids.ndim else gather(ids.reshape(1)).reshape(table.dims)
+    out = gather(ids)
     return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 
 
@@ -127,23 +128,28 @@ class Embedding(nn.Module):
 
     def _bound_gather(self) -> tuple:
         """(the gather for the default device, GPU or not, and the table), bound on first use.
-        A ``weight`` replaced (load_weights / update) makes a new table and unbinds."""
+        A ``weight`` replaced (load_weights / update) makes a new table and unbinds. The GPU's
+        gather of a module that clamps is also kept for :meth:`__call__`'s fast path, with the
+        weight it was bound to."""
         t = self._table
         if self["weight"] is not t.data:  # item access: a Module is a dict of its arrays, and
             # self.weight would take the slow attribute fallback
             t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
             self.weight = t.data
             self._unbind()
-        gpu = backends.on_gpu()
+        gpu = on_gpu()
         gather = self._bound.get(gpu)
         if gather is None:
             gather = self._bound[gpu] = backends.bind(t, self._dtype, backends.select(self._backend))
+            if gpu and self._clamp:
+                object.__setattr__(self, "_fast", (t.data, gather))
         return gather, t
 
     def _unbind(self) -> None:
-        # default device is a GPU (bool) -> gather bound to the table and dtype; a plain
-        # attribute, not a child
+        # plain attributes, not children: default device is a GPU (bool) -> gather bound to the
+        # table and dtype; (weight, GPU gather) for the fast path
         object.__setattr__(self, "_bound", {})
+        object.__setattr__(self, "_fast", (None, None))
 
     @property
     def dtype(self) -> mx.Dtype:
@@ -177,13 +183,13 @@ class Embedding(nn.Module):
         return _lookup(*self._bound_gather(), x, not self._clamp, True)
 
     def __call__(self, x) -> mx.array:
-        # mx.array ids (of one or more dimensions) to clamp, gather bound, weight unchanged: what
-        # _lookup would do is gather(x), so do it at once (one id per evaluation is mostly host
-        # time; README, "One id per evaluation")
-        if type(x) is mx.array and x.ndim and self._clamp and self["weight"] is self._table.data:
-            gather = self._bound.get(backends.on_gpu())
-            if gather is not None:
-                return gather(x)
+        # mx.array ids, the default device a GPU, the GPU's gather bound to this weight (so
+        # clamping): what _lookup would do is gather(x), so do it at once. One id per evaluation
+        # is mostly host time, spent cold right after the previous evaluation (README, "One id
+        # per evaluation"), so this path is a few Python operations.
+        weight, gather = self._fast
+        if type(x) is mx.array and self["weight"] is weight and on_gpu():
+            return gather(x)
         return _lookup(*self._bound_gather(), x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:

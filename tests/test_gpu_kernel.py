@@ -69,6 +69,20 @@ def test_non_contiguous_ids_and_compile():
     assert_bits_equal(mx.compile(lambda i: first_call_compiled(i) * 1.0)(ids), expected)
 
 
+def test_embedding_follows_the_default_device():
+    """Embedding's fast path calls the GPU gather only while the default device is a GPU: on the
+    CPU the portable gather serves (the kernel would refuse the CPU), then the GPU's again."""
+    data = random_table_bytes(np.random.default_rng(8), "Q4_K", 20, 256)
+    emb = Embedding(Table.from_bytes(data, "Q4_K", 256))
+    for ids in (mx.array([[3, 19, 40]]), mx.array(7)):
+        expected = reference(data, "Q4_K", np.array(ids))
+        assert_bits_equal(emb(ids), expected)  # binds the GPU gather, then calls it
+        assert_bits_equal(emb(ids), expected)
+        with mx.stream(mx.cpu):
+            assert_bits_equal(emb(ids), expected)
+        assert_bits_equal(emb(ids), expected)
+
+
 @pytest.mark.parametrize("name", ["tiny-llama-Q4_K_M.gguf", "tiny-llama-f16.gguf"])
 def test_fixtures_on_the_gpu(name):
     table = Table.from_gguf(fixture(name))

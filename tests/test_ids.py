@@ -130,6 +130,25 @@ def test_every_gather_checks_its_ids_dtype(table, backend):
         assert len(built) == 1 and "_uint16_" in built[0]
 
 
+def test_kernel_gather_takes_ids_of_any_shape(table):
+    """The kernel gather passes ids of one or more dimensions to its kernel as they are, a 0-d id
+    as one of one dimension (MLX gives a kernel its input's shape for 1 or more dimensions only),
+    and builds no kernel call for no ids. Here MLX's kernel is a stand-in that records its calls
+    and returns zeros of the shape asked for."""
+    calls = []
+
+    def register():
+        return lambda **kw: lambda **call: calls.append(call) or [mx.zeros(call["output_shapes"][0])]
+
+    t = table[0]
+    gather = DeviceBackend("cuda", register).bind(t, mx.float32)
+    assert gather(mx.array(3)).shape == (t.dims,)
+    assert calls[-1]["inputs"][1].shape == (1,) and calls[-1]["grid"][1] == 1
+    assert gather(mx.array([[1, 2, 3]])).shape == (1, 3, t.dims)
+    assert calls[-1]["inputs"][1].shape == (1, 3) and calls[-1]["grid"][1] == 3
+    assert gather(mx.zeros((2, 0), mx.int32)).shape == (2, 0, t.dims) and len(calls) == 2
+
+
 def test_embedding_counts_clamped_ids_lazily(table):
     t, data = table
     emb = Embedding(t)

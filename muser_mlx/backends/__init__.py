@@ -1,7 +1,7 @@
 """Where a lookup runs: a GPU kernel (Metal or CUDA) or the portable MLX-ops path.
 
 Every backend binds a table and an output dtype, ``bind(table, dtype)``, into a function from
-integer ``ids`` of one or more dimensions to a lazy ``ids.shape + (dims,)`` array in ``dtype``
+integer ``ids`` of any shape to a lazy ``ids.shape + (dims,)`` array in ``dtype``
 (ids of another dtype raise ``TypeError``).
 """
 

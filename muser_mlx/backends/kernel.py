@@ -307,12 +307,11 @@ class DeviceBackend:
         self.matrix_units = matrix_units or (lambda: False)
 
     def bind(self, table, dtype: mx.Dtype):
-        """``ids [...] -> [..., dims]`` (ids of one or more dimensions) for this table and output
-        dtype, a kernel built once per ids dtype (the first call with a dtype checks it is an
-        integer one). Grid: x = the DIMS / VALUES groups of a row, y = rows in flight
-        (kernels/gather.h)."""
+        """``ids [...] -> [..., dims]`` (ids of any shape) for this table and output dtype, a
+        kernel built once per ids dtype (the first call with a dtype checks it is an integer
+        one). Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
         dims, words = table.dims, table_words(table)
-        groups, threadgroup = dims // values_per_thread(dims), (THREADGROUP, 1, 1)
+        groups, threadgroup, rows_max = dims // values_per_thread(dims), (THREADGROUP, 1, 1), MAX_ROWS_IN_FLIGHT
         kernels = {}  # ids dtype -> kernel
 
         def gather(ids: mx.array) -> mx.array:
@@ -320,17 +319,19 @@ class DeviceBackend:
             if kernel is None:
                 check_dtype(ids.dtype)
                 kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
-            n = ids.size  # a lookup of one id spends about 2 us of host time in MLX's call, so this
-            # function's own Python is kept to a few operations
-            if n == 0:
-                return mx.zeros((*ids.shape, dims), dtype)
-            return kernel(
-                inputs=[words, ids],
-                grid=(groups, n if n < MAX_ROWS_IN_FLIGHT else MAX_ROWS_IN_FLIGHT, 1),
-                threadgroup=threadgroup,
-                output_shapes=[(*ids.shape, dims)],
-                output_dtypes=[dtype],
-            )[0]
+            shape, n = ids.shape, ids.size  # one id per evaluation is mostly host time (README,
+            # "One id per evaluation"): few Python operations here, none repeated
+            if shape and n:
+                return kernel(
+                    inputs=[words, ids],
+                    grid=(groups, n if n < rows_max else rows_max, 1),
+                    threadgroup=threadgroup,
+                    output_shapes=[(*shape, dims)],
+                    output_dtypes=[dtype],
+                )[0]
+            if n:  # 0-d: MLX passes a kernel its input's shape for 1 or more dimensions only
+                return gather(ids.reshape(1)).reshape(dims)
+            return mx.zeros((*shape, dims), dtype)
 
         return gather
 
