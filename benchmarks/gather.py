@@ -42,7 +42,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formats", nargs="+", default=["Q4_K"])
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 64, 512, 4096, 32768])
-    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--reps", type=int, default=30, help="queued repetitions; one per evaluation takes 10 times as many")
     ap.add_argument("--dims", type=int, default=GLIMMER["dims"])
     ap.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     ap.add_argument("--no-baselines", action="store_true", help="skip mlx.nn.Embedding / QuantizedEmbedding")
@@ -63,8 +63,8 @@ def main() -> None:
         contenders["nn.Embedding f16"] = (dense, 2 * dims, 2)
         contenders["nn.QuantizedEmbedding 4-bit"] = (quantized, dims // 2 + 2 * 2 * dims // 64, 2)
 
-    latency = {n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()}, args.reps)
-               for n in args.batches}
+    latency = {n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()},
+                                      10 * args.reps) for n in args.batches}
     graphs = alternating_medians({name: (single_tokens(vocab), lambda *ids, emb=c[0]: [emb(t) for t in ids])
                                   for name, c in contenders.items()}, 20)
     queued = {}
