@@ -11,9 +11,11 @@
 
 namespace muser {
 
-// The number of ids: the product of the ids array's ndim (>= 1) dimensions.
-template <typename Shape>
-MUSER_FN uint32_t id_count(Shape shape, int ndim) {
+// The number of ids: the product of the ids array's ndim (>= 1) dimensions, from a pointer to
+// the first (gather.cu: a CUDA Shape passed by value would be copied into each thread, an 8-int
+// array indexed at run time in local memory).
+template <typename Dims>
+MUSER_FN uint32_t id_count(Dims shape, int ndim) {
   uint32_t n = 1;
   for (int d = 0; d < ndim; ++d) {
     n *= uint32_t(shape[d]);
