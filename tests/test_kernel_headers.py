@@ -42,6 +42,16 @@ def test_cuda_includes_the_files_metal_gets_their_text():
     assert METAL.gather_kernel.registered_header(12) == METAL.gather_kernel.header(12)
 
 
+def test_a_folder_no_include_line_can_name_gets_the_text(tmp_path):
+    """A kernels folder whose path holds a quote cannot be named in ``#include "..."``: CUDA gets
+    the header's text then, as Metal does."""
+    folder = tmp_path / 'say "kernels"'
+    shutil.copytree(KERNELS, folder)
+    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], None, False, True)
+    kernel.directory = folder
+    assert kernel.registered_header(12) == kernel.header(12) == CUDA.gather_kernel.header(12)
+
+
 def _registered(directory):
     """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
     seen = {}

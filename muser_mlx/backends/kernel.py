@@ -148,8 +148,9 @@ class DeviceKernel:
 
     def registered_header(self, ggml_type: int | None = None) -> str:
         """The header MLX gets: :meth:`header`, or with ``includes`` an ``#include`` by absolute
-        path of each of :meth:`files`."""
-        if not self.includes:
+        path of each of :meth:`files` (the text again where ``directory``'s path cannot be
+        spelled inside ``#include "..."``: it holds a quote or a line break)."""
+        if not self.includes or any(c in str(self.directory) for c in '"\n'):
             return self.header(ggml_type)
         return "\n".join(f'#include "{self.directory / name}"' for name in self.files(ggml_type))
 
