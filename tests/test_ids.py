@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from conftest import assert_bits_equal, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, embedding
 from muser_mlx.backends import ops
-from muser_mlx.backends.kernel import DeviceBackend
+from muser_mlx.backends.kernel import COMPILED_IDS, DeviceBackend
 
 VOCAB = 10
 
@@ -113,40 +113,61 @@ def test_non_integer_mx_ids_raise_type_error(table, x):
         embedding(table[0], x)
 
 
+def _stand_in(built: list, calls: list):
+    """A stand-in for MLX's kernel registration: it records the names of the kernels it is asked
+    to build and the calls of each, which return zeros of the shape asked for."""
+    def register():
+        return lambda **kw: built.append(kw["name"]) or (
+            lambda **call: calls.append(call) or [mx.zeros(call["output_shapes"][0], call["output_dtypes"][0])])
+    return register
+
+
 @pytest.mark.parametrize("backend", ["ops", "kernel"])
 def test_every_gather_checks_its_ids_dtype(table, backend):
     """The gathers check an mx.array's dtype themselves (Embedding leaves it to them); the kernel
-    backend before it builds a kernel for that dtype. Here the kernel backend's MLX registration
-    is a stand-in that records what it is asked to build."""
-    built = []
-    kernels = DeviceBackend("cuda", lambda: lambda **kw: built.append(kw["name"]) or (lambda **call: [call]))
-    gather = (ops if backend == "ops" else kernels).bind(table[0], mx.float32)
+    backend before it builds a kernel for that dtype."""
+    built, calls = [], []
+    gather = (ops if backend == "ops" else DeviceBackend("cuda", _stand_in(built, calls))).bind(table[0], mx.float32)
     for x in (mx.array([1.0]), mx.array([True]), mx.array([], mx.float16)):
         with pytest.raises(TypeError, match="must be integers"):
             gather(x)
     assert built == []
     if backend == "kernel":
-        assert gather(mx.array([3], mx.uint16))["inputs"][1].dtype == mx.uint16
+        mx.eval(gather(mx.array([3], mx.uint16)))
+        assert calls[-1]["inputs"][1].dtype == mx.uint16
         assert len(built) == 1 and "_uint16_" in built[0]
 
 
 def test_kernel_gather_takes_ids_of_any_shape(table):
     """The kernel gather passes ids of one or more dimensions to its kernel as they are, a 0-d id
     as one of one dimension (MLX gives a kernel its input's shape for 1 or more dimensions only),
-    and builds no kernel call for no ids. Here MLX's kernel is a stand-in that records its calls
-    and returns zeros of the shape asked for."""
-    calls = []
-
-    def register():
-        return lambda **kw: lambda **call: calls.append(call) or [mx.zeros(call["output_shapes"][0])]
-
+    and makes no kernel call for no ids."""
+    built, calls = [], []
     t = table[0]
-    gather = DeviceBackend("cuda", register).bind(t, mx.float32)
+    gather = DeviceBackend("cuda", _stand_in(built, calls)).bind(t, mx.float32)
     assert gather(mx.array(3)).shape == (t.dims,)
     assert calls[-1]["inputs"][1].shape == (1,) and calls[-1]["grid"][1] == 1
     assert gather(mx.array([[1, 2, 3]])).shape == (1, 3, t.dims)
     assert calls[-1]["inputs"][1].shape == (1, 3) and calls[-1]["grid"][1] == 3
     assert gather(mx.zeros((2, 0), mx.int32)).shape == (2, 0, t.dims) and len(calls) == 2
+
+
+def test_kernel_gather_compiles_small_batches(table):
+    """Ids of at most COMPILED_IDS are gathered by a compiled call: the kernel call is built once
+    per ids shape (the trace) and replayed; more ids build it every call."""
+    built, calls = [], []
+    t = table[0]
+    gather = DeviceBackend("cuda", _stand_in(built, calls)).bind(t, mx.float32)
+    for n, builds in ((1, 1), (COMPILED_IDS, 1), (COMPILED_IDS + 1, 3)):
+        before = len(calls)
+        for seed in range(3):
+            ids = mx.random.randint(0, t.vocab, (n,), key=mx.random.key(seed))
+            assert gather(ids).shape == (n, t.dims)
+        assert len(calls) - before == builds, n
+    before = len(calls)
+    for seed in range(2):
+        assert gather(mx.array([[seed]])).shape == (1, 1, t.dims)
+    assert len(calls) == before + 1  # a new shape: one trace
 
 
 def test_embedding_counts_clamped_ids_lazily(table):

@@ -22,6 +22,11 @@ from ..ids import check_dtype
 FORMAT_OF_TYPE = {f.ggml_type: f for f in FORMATS.values()}  # the kernels' FORMAT constant -> Format
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
+# Ids of at most this many go through mx.compile: one id per evaluation is mostly host time, and
+# MLX replays a compiled call in ~4 us where building it takes ~14 (H200; README, "One id per
+# evaluation"). Each new ids shape costs a trace (~40 us) and a compile-cache entry, so batches
+# beyond a decode step's, whose shapes vary more and whose time is the kernel's, are built.
+COMPILED_IDS = 64
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
 FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
@@ -196,6 +201,28 @@ def gather_constants(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> tuple[tuple[
     return (*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype))
 
 
+def gather_calls(kernel, dims: int, dtype: mx.Dtype) -> tuple:
+    """``(words, ids [...]) -> [..., dims]`` by ``kernel`` (of :meth:`DeviceBackend.bind`), built
+    each call, and the same call under ``mx.compile``, which replays it per ids shape. Grid: x =
+    the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
+    groups, threadgroup = dims // values_per_thread(dims), (THREADGROUP, 1, 1)
+
+    def call(words: mx.array, ids: mx.array) -> mx.array:
+        n = ids.size
+        if not n:
+            return mx.zeros((*ids.shape, dims), dtype)
+        return kernel(
+            inputs=[words, ids if ids.ndim else ids.reshape(1)],  # MLX passes a kernel its
+            # input's shape for 1 or more dimensions only
+            grid=(groups, min(n, MAX_ROWS_IN_FLIGHT), 1),
+            threadgroup=threadgroup,
+            output_shapes=[(*ids.shape, dims)],
+            output_dtypes=[dtype],
+        )[0]
+
+    return call, mx.compile(call)
+
+
 def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
                      values: int | None = None) -> tuple[tuple[str, object], ...]:
     """The matvec's per-table constants and its layout: ``rows`` (ROWS, default
@@ -310,29 +337,17 @@ class DeviceBackend:
     def bind(self, table, dtype: mx.Dtype):
         """``ids [...] -> [..., dims]`` (ids of any shape) for this table and output dtype, a
         kernel built once per ids dtype (the first call with a dtype checks it is an integer
-        one). Grid: x = the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
-        dims, words = table.dims, table_words(table)
-        groups, threadgroup, rows_max = dims // values_per_thread(dims), (THREADGROUP, 1, 1), MAX_ROWS_IN_FLIGHT
-        kernels = {}  # ids dtype -> kernel
+        one). Ids of at most COMPILED_IDS go through the kernel call's ``mx.compile``."""
+        words = table_words(table)
+        calls = {}  # ids dtype -> (kernel call, its mx.compile)
 
         def gather(ids: mx.array) -> mx.array:
-            kernel = kernels.get(ids.dtype)
-            if kernel is None:
+            pair = calls.get(ids.dtype)
+            if pair is None:
                 check_dtype(ids.dtype)
-                kernel = kernels[ids.dtype] = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
-            shape, n = ids.shape, ids.size  # one id per evaluation is mostly host time (README,
-            # "One id per evaluation"): few Python operations here, none repeated
-            if shape and n:
-                return kernel(
-                    inputs=[words, ids],
-                    grid=(groups, n if n < rows_max else rows_max, 1),
-                    threadgroup=threadgroup,
-                    output_shapes=[(*shape, dims)],
-                    output_dtypes=[dtype],
-                )[0]
-            if n:  # 0-d: MLX passes a kernel its input's shape for 1 or more dimensions only
-                return gather(ids.reshape(1)).reshape(dims)
-            return mx.zeros((*shape, dims), dtype)
+                kernel = self.gather_kernel.for_constants(gather_constants(table, dtype, ids.dtype))
+                pair = calls[ids.dtype] = gather_calls(kernel, table.dims, dtype)
+            return pair[ids.size <= COMPILED_IDS](words, ids)
 
         return gather
 
