@@ -41,14 +41,14 @@ def median_seconds(make_args, fn, reps: int, warmup: int = 3) -> float:
     return statistics.median(sample_seconds(make_args, fn, reps, warmup))
 
 
-def alternating_medians(calls: dict, reps: int, rounds: int = 5, warmup: int = 10) -> dict:
+def alternating_medians(calls: dict, reps: int, rounds: int = 20, warmup: int = 10) -> dict:
     """{name: median seconds} of ``calls`` {name: (make_args, fn)} timed as :func:`sample_seconds`
     in ``rounds`` blocks of ``reps // rounds`` each after ``warmup`` untimed, the names' order
     reversed every other round: one evaluation's time drifts with the machine (an H200's 1-id
-    lookups by 20% between runs), and the drift falls on every name alike. Each block is timed
-    in its steady state, the same graph evaluated again and again as in a model's decode loop;
-    evaluations interleaved one by one measured a different thing (README, "One id per
-    evaluation")."""
+    lookups between 28 and 42 us, from run to run and within one), and with short blocks and
+    many rounds the drift falls on every name alike. Each block is timed in its steady state,
+    the same graph evaluated again and again as in a model's decode loop; evaluations
+    interleaved one by one measured a different thing (README, "One id per evaluation")."""
     samples = {name: [] for name in calls}
     for r in range(rounds):
         for name in list(calls)[:: 1 if r % 2 == 0 else -1]:
