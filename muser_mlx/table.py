@@ -30,9 +30,14 @@ KERNEL_ALIGNMENT = 16  # bytes: the GPU kernels' widest table load (kernels/form
 
 def _kernel_ready(data: mx.array) -> mx.array:
     """``data``, or a fresh copy of it when a GPU backend is present and ``data`` starts off a
-    KERNEL_ALIGNMENT boundary (a view into a larger array; fresh GPU allocations are aligned)."""
+    KERNEL_ALIGNMENT boundary (a view into a larger array; fresh GPU allocations are aligned).
+    A tracer (the weight of a module whose state an ``mx.compile`` takes as an input) has no
+    address: it stands for the arrays the compiled function is called with, and is used as it is."""
     if mx.metal.is_available() or mx.cuda.is_available():
-        mx.eval(data)
+        try:
+            mx.eval(data)
+        except ValueError:  # MLX: no evaluation during function transformations
+            return data
         if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT:
             return _resident(mx.array(np.array(data)))
     return data

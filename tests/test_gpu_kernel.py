@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, backends, embedding
+from muser_mlx.backends.kernel import COMPILED_IDS
 
 GPU = backends._GPU_BACKEND
 pytestmark = [
@@ -67,6 +68,21 @@ def test_non_contiguous_ids_and_compile():
     assert_bits_equal(mx.compile(lambda i: emb(i) * 1.0)(ids), expected)
     first_call_compiled = Embedding(Table.from_bytes(data, "Q4_K", 512))  # binds its kernel inside the trace
     assert_bits_equal(mx.compile(lambda i: first_call_compiled(i) * 1.0)(ids), expected)
+
+
+def test_compiled_small_batches_read_their_own_ids():
+    """Ids of at most COMPILED_IDS replay a compiled kernel call per ids shape and dtype: every
+    replay gathers its own ids, also under an outer mx.compile that takes the module's state as
+    an input (its weight a tracer while traced), and after it."""
+    data = random_table_bytes(np.random.default_rng(9), "Q4_K", 300, 512)
+    emb = Embedding(Table.from_bytes(data, "Q4_K", 512))
+    step = mx.compile(lambda i: emb(i) * 1.0, inputs=emb.state)
+    rng = np.random.default_rng(2)
+    for shape in [(1,), (1, 1), (), (COMPILED_IDS,), (COMPILED_IDS + 1,)]:
+        for dtype in (np.int32, np.int64, np.int32):
+            for call in (emb, step, emb):
+                ids = rng.integers(0, 300, shape).astype(dtype)
+                assert_bits_equal(call(mx.array(ids)), reference(data, "Q4_K", ids))
 
 
 def test_embedding_follows_the_default_device():

@@ -72,6 +72,19 @@ def test_updated_weight_is_used(q4k_table):
     assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
 
 
+def test_compiles_with_its_state_as_an_input(q4k_table, monkeypatch):
+    """mx.compile(step, inputs=model.state), as a training step is compiled: while traced the
+    weight is a tracer, which the table takes as it is (a GPU backend's alignment check cannot
+    evaluate it; a CUDA backend is faked here so that the CPU takes that path)."""
+    monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
+    table, raw = q4k_table
+    emb = Embedding(table)
+    step = mx.compile(lambda i: emb(i) * 1.0, inputs=emb.state)
+    for ids in ([1, 2], [3, 4], [5]):
+        for call in (step, emb):
+            assert_bits_equal(call(mx.array(ids)), reference(raw, "Q4_K", ids))
+
+
 def test_settings_are_fixed_at_construction(q4k_table):
     """dtype, backend and on_out_of_range pick the bound gather and the checks; they read, not write."""
     emb = Embedding(q4k_table[0], mx.float16, on_out_of_range="raise", backend="ops")
