@@ -115,10 +115,15 @@ def test_non_integer_mx_ids_raise_type_error(table, x):
 
 def _stand_in(built: list, calls: list):
     """A stand-in for MLX's kernel registration: it records the names of the kernels it is asked
-    to build and the calls of each, which return zeros of the shape asked for."""
+    to build and the calls of each, which return the shape and dtype asked for, every row filled
+    with its id."""
+    def kernel(**call):
+        calls.append(call)
+        shape, ids = call["output_shapes"][0], call["inputs"][1]
+        return [mx.zeros(shape, call["output_dtypes"][0]) + ids.reshape(*shape[:-1], 1)]
+
     def register():
-        return lambda **kw: built.append(kw["name"]) or (
-            lambda **call: calls.append(call) or [mx.zeros(call["output_shapes"][0], call["output_dtypes"][0])])
+        return lambda **kw: built.append(kw["name"]) or kernel
     return register
 
 
@@ -162,7 +167,8 @@ def test_kernel_gather_compiles_small_batches(table):
         before = len(calls)
         for seed in range(3):
             ids = mx.random.randint(0, t.vocab, (n,), key=mx.random.key(seed))
-            assert gather(ids).shape == (n, t.dims)
+            out = gather(ids)
+            assert out.shape == (n, t.dims) and mx.array_equal(out[:, 0], ids)  # a replay reads its own ids
         assert len(calls) - before == builds, n
     before = len(calls)
     for seed in range(2):
