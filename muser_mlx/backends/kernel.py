@@ -23,9 +23,10 @@ FORMAT_OF_TYPE = {f.ggml_type: f for f in FORMATS.values()}  # the kernels' FORM
 THREADGROUP = 256  # threads along a row; a threadgroup is one row high
 MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids loop over rows
 # Ids of at most this many go through mx.compile: one id per evaluation is mostly host time, and
-# MLX replays a compiled call in ~4 us where building it takes ~14 (H200; README, "One id per
-# evaluation"). Each new ids shape costs a trace (~40 us) and a compile-cache entry, so batches
-# beyond a decode step's, whose shapes vary more and whose time is the kernel's, are built.
+# MLX replays a compiled call in 3.6-4.3 us where building it takes 6.7-14 (two H200 hosts;
+# README, "One id per evaluation"). Each new ids shape costs a trace (34-78 us) and a
+# compile-cache entry, so batches beyond a decode step's, whose shapes vary more and whose time
+# is the kernel's, are built each call.
 COMPILED_IDS = 64
 MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
