@@ -159,10 +159,12 @@ def test_kernel_gather_takes_ids_of_any_shape(table):
 
 def test_kernel_gather_compiles_small_batches(table):
     """Ids of at most COMPILED_IDS are gathered by a compiled call: the kernel call is built once
-    per ids shape (the trace) and replayed; more ids build it every call."""
+    per ids shape (the trace) and replayed, by every bind of the same kernel; more ids build it
+    every call."""
     built, calls = [], []
     t = table[0]
-    gather = DeviceBackend("cuda", _stand_in(built, calls)).bind(t, mx.float32)
+    backend = DeviceBackend("cuda", _stand_in(built, calls))
+    gather = backend.bind(t, mx.float32)
     for n, builds in ((1, 1), (COMPILED_IDS, 1), (COMPILED_IDS + 1, 3)):
         before = len(calls)
         for seed in range(3):
@@ -174,6 +176,8 @@ def test_kernel_gather_compiles_small_batches(table):
     for seed in range(2):
         assert gather(mx.array([[seed]])).shape == (1, 1, t.dims)
     assert len(calls) == before + 1  # a new shape: one trace
+    again = backend.bind(t, mx.float32)  # as the functional embedding does on every call
+    assert mx.array_equal(again(mx.array([[7]]))[..., 0], mx.array([[7]])) and len(calls) == before + 1
 
 
 def test_embedding_counts_clamped_ids_lazily(table):

@@ -202,10 +202,14 @@ def gather_constants(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> tuple[tuple[
     return (*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype))
 
 
+@cache
 def gather_calls(kernel, dims: int, dtype: mx.Dtype) -> tuple:
     """``(words, ids [...]) -> [..., dims]`` by ``kernel`` (of :meth:`DeviceBackend.bind`), built
-    each call, and the same call under ``mx.compile``, which replays it per ids shape. Grid: x =
-    the DIMS / VALUES groups of a row, y = rows in flight (kernels/gather.h)."""
+    each call, and the same call under ``mx.compile``, which replays it per ids shape. Kept for
+    the process, as the kernel is, and shared by every bind of it (the functional
+    ``embedding`` binds on each call): the table's words are an input, so MLX's compile cache
+    holds no table. Grid: x = the DIMS / VALUES groups of a row, y = rows in flight
+    (kernels/gather.h)."""
     groups, threadgroup = dims // values_per_thread(dims), (THREADGROUP, 1, 1)
 
     def call(words: mx.array, ids: mx.array) -> mx.array:
