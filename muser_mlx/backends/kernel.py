@@ -152,26 +152,28 @@ class DeviceKernel:
     def header(self, ggml_type: int | None = None) -> str:
         return kernel_header(self.files(ggml_type), self.read)
 
-    def registered_header(self, ggml_type: int | None = None) -> str:
-        """The header MLX gets: :meth:`header`, or with ``includes`` an ``#include`` by absolute
-        path of each of :meth:`files` (the text again where ``directory``'s path cannot be
-        spelled inside ``#include "..."``: it holds a quote or a line break)."""
+    def registered_header(self, ggml_type: int | None = None, text: str | None = None) -> str:
+        """The header MLX gets: :meth:`header` (``text``, where the caller has read it), or with
+        ``includes`` an ``#include`` by absolute path of each of :meth:`files` (the text again
+        where ``directory``'s path cannot be spelled inside ``#include "..."``: it holds a quote
+        or a line break)."""
         if not self.includes or any(c in str(self.directory) for c in '"\n'):
-            return self.header(ggml_type)
+            return self.header(ggml_type) if text is None else text
         return "\n".join(f'#include "{self.directory / name}"' for name in self.files(ggml_type))
 
     def for_constants(self, constants: tuple[tuple[str, object], ...]):
         kernel = self._kernels.get(constants)
         if kernel is None:
             ggml_type = dict(constants).get("FORMAT")
+            text = self.header(ggml_type)
             defines = "".join(f"\n#define {k} {v}" for k, v in constants if isinstance(v, int)) + "\n"
-            digest = hashlib.sha256((self.header(ggml_type) + defines + self.source).encode()).hexdigest()[:12]
+            digest = hashlib.sha256((text + defines + self.source).encode()).hexdigest()[:12]
             kernel = self._kernels[constants] = self._register()(
                 name="_".join(["muser", self.name, *(_spelled(v) for _, v in constants), digest]),
                 input_names=self.inputs,
                 output_names=self.outputs,
                 source=self.source,
-                header=self.registered_header(ggml_type) + defines,
+                header=self.registered_header(ggml_type, text) + defines,
             )
         return kernel
 
