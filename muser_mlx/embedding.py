@@ -124,19 +124,21 @@ class Embedding(nn.Module):
 
     @property
     def table(self) -> Table:
-        return self._bound_gather()[1]
-
-    def _bound_gather(self) -> tuple:
-        """(the gather for the default device, GPU or not, and the table), bound on first use.
-        A ``weight`` replaced (load_weights / update) makes a new table and unbinds. The GPU's
-        gather of a module that clamps is also kept for :meth:`__call__`'s fast path, with the
-        weight it was bound to."""
+        """The table of the current ``weight``: a weight replaced (load_weights / update) makes a
+        new table and unbinds the gathers."""
         t = self._table
         if self["weight"] is not t.data:  # item access: a Module is a dict of its arrays, and
             # self.weight would take the slow attribute fallback
             t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
             self.weight = t.data
             self._unbind()
+        return t
+
+    def _bound_gather(self) -> tuple:
+        """(the gather for the default device, GPU or not, and :attr:`table`), bound on first use.
+        The GPU's gather of a module that clamps is also kept for :meth:`__call__`'s fast path,
+        with the weight it was bound to."""
+        t = self.table
         gpu = on_gpu()
         gather = self._bound.get(gpu)
         if gather is None:
