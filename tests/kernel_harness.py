@@ -25,12 +25,12 @@ import numpy as np
 
 from muser_mlx import FORMATS
 from muser_mlx.backends.kernel import (
+    KERNELS,
     METAL,
     MMA_ROWS,
     WARP,
     bytedot_constants,
     gather_constants,
-    kernel_source,
     matvec_constants,
     matvec_threads,
     mma_constants,
@@ -41,7 +41,6 @@ from muser_mlx.backends.kernel import (
     x_run_words,
 )
 
-KERNELS = Path(kernel_source.__globals__["files"]("muser_mlx.kernels"))
 SHIM = Path(__file__).parent / "metal_on_cpu"
 CXX = shutil.which("g++") or shutil.which("clang++")
 BUILD = Path(tempfile.gettempdir()) / "muser_mlx_kernel_harness"
