@@ -24,7 +24,7 @@ import numpy as np
 from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import bind, select
-from muser_mlx.backends.kernel import table_words, values_per_thread
+from muser_mlx.backends.kernel import THREADGROUP, table_words, values_per_thread
 
 REPS = 200
 
@@ -49,7 +49,7 @@ def main() -> None:
             return lambda ids: kernel(inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1),
                                       output_shapes=[(32,)], output_dtypes=[mx.float32])[0]
         groups = dims // values_per_thread(dims)
-        return lambda ids: kernel(inputs=[table, ids], grid=(groups, 1, 1), threadgroup=(256, 1, 1),
+        return lambda ids: kernel(inputs=[table, ids], grid=(groups, 1, 1), threadgroup=(THREADGROUP, 1, 1),
                                   output_shapes=[(1, dims)], output_dtypes=[mx.float32])[0]
 
     comments = ("// " + "x" * 60 + "\n") * 256  # 16 KB

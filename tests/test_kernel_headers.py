@@ -47,7 +47,7 @@ def test_a_folder_no_include_line_can_name_gets_the_text(tmp_path):
     the header's text then, as Metal does."""
     folder = tmp_path / 'say "kernels"'
     shutil.copytree(KERNELS, folder)
-    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], None, False, True)
+    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], None, lanes=False, includes=True)
     kernel.directory = folder
     assert kernel.registered_header(12) == kernel.header(12) == CUDA.gather_kernel.header(12)
 
@@ -55,7 +55,11 @@ def test_a_folder_no_include_line_can_name_gets_the_text(tmp_path):
 def _registered(directory):
     """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
     seen = {}
-    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], lambda: lambda **kw: seen.update(kw), False, True)
+
+    def register():
+        return lambda **kw: seen.update(kw)
+
+    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
     kernel.directory = directory
     kernel.for_constants((("FORMAT", 12), ("DIMS", 512), ("VOCAB", 10), ("VALUES", 8), ("T", mx.float32)))
     return seen
