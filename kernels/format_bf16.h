@@ -5,7 +5,7 @@
 namespace muser {
 
 template <>
-struct Format<30> : HalfLevels<Format<30>> {
+struct Format<ggml::BF16> : HalfLevels<Format<ggml::BF16>> {
   static MUSER_FN float to_float(uint32_t bits) { return bf16_bits_to_float(bits); }
 };
 

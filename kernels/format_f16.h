@@ -5,7 +5,7 @@
 namespace muser {
 
 template <>
-struct Format<1> : HalfLevels<Format<1>> {
+struct Format<ggml::F16> : HalfLevels<Format<ggml::F16>> {
   static MUSER_FN float to_float(uint32_t bits) { return muser_f16_bits_to_float(uint16_t(bits)); }
 };
 

@@ -5,7 +5,7 @@
 namespace muser {
 
 template <>
-struct Format<0> {
+struct Format<ggml::F32> {
   enum { block_values = 1, block_bytes = 4 };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

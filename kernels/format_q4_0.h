@@ -7,11 +7,11 @@
 namespace muser {
 
 template <>
-struct Format<2> : ByteLevels<Format<2>> {
+struct Format<ggml::Q4_0> : ByteLevels<Format<ggml::Q4_0>> {
   enum { block_values = 32, block_bytes = 18, affine_values = 32, level_bits = 4, zero = 8 };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
-    P block = row + (i / 32) * 18;
+    P block = row + (i / block_values) * block_bytes;
     uint32_t j = i % 32, shift = (j / 16) * 4;
     bytes_at<N, 2, UNIFORM>(block + 2 + j % 16, w);
     for (int k = 0; k < (N + 3) / 4; ++k) {

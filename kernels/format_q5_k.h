@@ -8,11 +8,11 @@
 namespace muser {
 
 template <>
-struct Format<13> : ByteLevels<Format<13>> {
+struct Format<ggml::Q5_K> : ByteLevels<Format<ggml::Q5_K>> {
   enum { block_values = 256, block_bytes = 176, affine_values = 32, level_bits = 5, zero = 0 };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
-    P block = row + (i / 256) * 176;
+    P block = row + (i / block_values) * block_bytes;
     uint32_t j = i % 256, s = j / 32, shift = (s & 1) * 4;
     uint32_t qh[(N + 3) / 4];
     bytes_at<N, N>(block + 16 + j % 32, qh);

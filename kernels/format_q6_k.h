@@ -10,11 +10,11 @@
 namespace muser {
 
 template <>
-struct Format<14> : ByteLevels<Format<14>> {
+struct Format<ggml::Q6_K> : ByteLevels<Format<ggml::Q6_K>> {
   enum { block_values = 256, block_bytes = 210, affine_values = 16, level_bits = 6, zero = 32 };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
-    P block = row + (i / 256) * 210;
+    P block = row + (i / block_values) * block_bytes;
     uint32_t j = i % 256, h = j / 128, r = j % 128;
     uint32_t ql_shift = (r / 64) * 4, qh_shift = (r / 32) * 2;
     uint32_t qh[(N + 3) / 4];

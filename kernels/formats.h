@@ -1,6 +1,6 @@
 // What every block decoder shares: the Format contract, little-endian field loads, levels as exact
 // floats. The decoders themselves are format_<name>.h, one per GGUF format, each a specialization
-// Format<ggml type number>; a kernel's header holds only its table's (backends/kernel.py).
+// Format<ggml::NAME> (ggml_types.h); a kernel's header holds only its table's (backends/kernel.py).
 //
 // Every format is affine over runs of 16 values: Format<T>::levels<N>(row, i, lv) writes the
 // levels of row values i .. i+N-1 into lv[0..N-1] and returns their Affine {scale, offset}, so
@@ -19,6 +19,7 @@
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
 // muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16.
 #pragma once
+#include "ggml_types.h"
 
 namespace muser {
 
@@ -81,7 +82,7 @@ struct Affine {
   float scale, offset;  // value = scale * level - offset
 };
 
-template <int GGML_TYPE>
+template <int GGML_TYPE>  // a ggml::Type (ggml_types.h)
 struct Format;
 
 // A quantized format F gives each value's level as a byte, level = byte - F::zero with the byte

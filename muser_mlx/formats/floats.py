@@ -1,0 +1,28 @@
+"""The float formats: each value stored as itself (F32, F16, BF16)."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+
+from .base import Format
+from .fields import bf16, f16
+
+
+def _decode_f32(blocks: mx.array) -> mx.array:
+    """uint8 [n, 4] -> float32 [n, 1], the same bits (every MLX platform is little-endian)."""
+    return mx.view(blocks, mx.float32)
+
+
+def _decode_f16(blocks: mx.array) -> mx.array:
+    return f16(blocks)[:, None]
+
+
+def _decode_bf16(blocks: mx.array) -> mx.array:
+    return bf16(blocks)[:, None]
+
+
+FORMATS = (
+    Format("F32", _decode_f32, "f32", (0,)),
+    Format("F16", _decode_f16, "f16", (0,)),
+    Format("BF16", _decode_bf16, "bf16", (0,)),
+)
