@@ -8,13 +8,11 @@ table read once per pass, no float copy of it), the tiled matmul otherwise.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import mlx.core as mx
 
 from . import backends
 from .backends import head
-from .gguf import open_gguf
 from .table import Table
 
 log = logging.getLogger("muser_mlx")
@@ -49,12 +47,11 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
     return logits.reshape(*x.shape[:-1], table.vocab)
 
 
-def tied_head(path: str | Path, tensor: str) -> bool:
-    """Whether ``tensor`` of the GGUF at ``path`` is also the model's LM head: it is the token
-    embedding and the file has no ``output.weight`` (llama.cpp then uses the embedding)."""
-    if tensor != "token_embd.weight":
-        return False
-    tied = all(t.name != "output.weight" for t in open_gguf(path).tensors)
+def tied_head(f, tensor: str) -> bool | None:
+    """Whether ``tensor`` of the open GGUF ``f`` (a :class:`muser_mlx.gguf.GGUFFile`) is also
+    the model's LM head: the token embedding of a file whose ``tied`` is True (a model without
+    ``output.weight``: llama.cpp then uses the embedding); None for a file that holds only tables."""
+    tied = f.tied if tensor == "token_embd.weight" or f.tied is None else False
     if tied:
-        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", path, tensor)
+        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", f.path, tensor)
     return tied
