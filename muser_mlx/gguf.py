@@ -3,17 +3,15 @@ every later read goes through.
 
 The path is opened once, non-blocking (a FIFO cannot block the open), and the descriptor is
 refused unless ``fstat`` says it is a regular file; nothing is looked up by path again, so a file
-renamed or swapped in afterwards is never read. The header is walked once
-(:mod:`muser_mlx.gguf_header`); tensors and arrays are read on demand from the same descriptor, so
-a file that shrinks underneath ends in ``GGUFError`` (a short read), never in SIGBUS as a memory
-map would. gguf-py supplies the type constants; its ``GGUFReader`` is the tests' reference, not
-used here (it builds a NumPy view per array item: docs/gguf_reader.md).
+renamed or swapped in afterwards is never read (:mod:`muser_mlx.gguf_io`). The header is walked
+once (:mod:`muser_mlx.gguf_header`); tensors and arrays are read on demand from the same
+descriptor, so a file that shrinks underneath ends in ``GGUFError`` (a short read), never in
+SIGBUS as a memory map would. gguf-py supplies the type constants; its ``GGUFReader`` is the
+tests' reference, not used here (it builds a NumPy view per array item: docs/gguf_reader.md).
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,37 +21,13 @@ import numpy as np
 
 from .errors import GGUFError
 from .formats import FORMATS, Format
-from .gguf_header import (
-    ArrayInfo,
-    FileBytes,
-    StringInfo,
-    TensorInfo,
-    parse_array,
-    read_header,
-)
+from .gguf_header import TensorInfo, read_header
+from .gguf_io import open_regular
+from .gguf_values import ArrayInfo, StringInfo, parse_array
 
 __all__ = ["ArrayInfo", "GGUFFile", "StringInfo", "TensorInfo", "gatherable_tensors", "open_gguf", "opened", "table_tensor"]
 
 MLX_MAX_DIM = 2**31 - 1  # MLX's shapes are int32
-
-
-def _open_regular(path: Path) -> tuple[int, os.stat_result]:
-    """A read-only descriptor of ``path`` and its ``fstat``, refusing anything not a regular file."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such GGUF file") from None
-    except OSError as e:  # PermissionError (the file or a folder on its path), ELOOP, ...
-        raise GGUFError(f"{path}: cannot be opened ({e.strerror or e})") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # a folder, a FIFO, a socket or a device
-            raise GGUFError(f"{path}: not a regular file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
 
 
 class GGUFFile:
@@ -70,8 +44,7 @@ class GGUFFile:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        fd, st = _open_regular(self.path)
-        self._bytes = FileBytes(os.fdopen(fd, "rb", buffering=0), st.st_size, self.path)
+        self._bytes = open_regular(self.path)
         try:
             header = read_header(self._bytes)
         except BaseException:
@@ -145,11 +118,11 @@ class GGUFFile:
         return self._bytes.read(offset, nbytes, what)
 
     def _check_open(self) -> None:
-        if self._bytes.file.closed:
+        if self._bytes.closed:
             raise ValueError(f"{self.path}: the GGUF file is closed")
 
     def close(self) -> None:
-        self._bytes.file.close()
+        self._bytes.close()
 
     def __enter__(self):
         return self

@@ -8,7 +8,7 @@ length and that many UTF-8 bytes; an array is a u32 item type, a u64 count and t
 Every count and length is compared with the bytes left in the file before it is believed, so a
 bogus one costs a comparison, not a loop or an allocation. Arrays are not read while walking: an
 ``ArrayInfo`` records where one lies (a string array is stepped over length by length, no object
-per item) and :func:`parse_array` reads it when asked. Strings longer than
+per item; :func:`muser_mlx.gguf_values.parse_array` reads it when asked). Strings longer than
 ``MAX_INLINE_STRING`` are stepped over too (a ``StringInfo``). The rules for tensor infos are
 llama.cpp's ``gguf_init_from_file``: a known type, at most ``GGML_MAX_DIMS`` dimensions, an element
 count that fits in int64, whole blocks per row, aligned offsets, bytes inside the file; and, as
@@ -17,15 +17,11 @@ ggml lays tensors out one after another, no two tensors' bytes overlap.
 
 from __future__ import annotations
 
-import io
 import math
-import struct
-import threading
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
-import numpy as np
 from gguf import (
     GGML_QUANT_SIZES,
     GGUF_DEFAULT_ALIGNMENT,
@@ -34,55 +30,31 @@ from gguf import (
 )
 
 from .errors import GGUFError
+from .gguf_io import FileBytes
+from .gguf_values import (
+    MAX_ARRAY_NESTING,
+    MAX_INLINE_STRING,
+    MIN_ITEM_BYTES,
+    SCALARS,
+    U32,
+    U64,
+    ArrayInfo,
+    StringInfo,
+)
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # the versions with 64-bit counts (gguf-py reads the same)
 MAX_DIMS = 4  # ggml's GGML_MAX_DIMS
-MAX_ARRAY_NESTING = 4
-MAX_INLINE_STRING = 1 << 20  # bytes: a longer metadata string stays in the file (StringInfo)
 MAX_NAME = 1 << 16  # bytes of a key or tensor name (ggml's tensor names: 64)
 INT64_MAX = 2**63 - 1  # ggml counts elements in int64
 ALIGNMENT_KEY = "general.alignment"
 WINDOW = 1 << 20  # bytes read ahead at a time while walking the header
-READ_CHUNK = 1 << 26  # bytes per read() call when reading a tensor or an array
-
-# Each fixed-size value type as a little-endian struct; an array of them reads as np.dtype(format).
-SCALARS = {
-    GGUFValueType.UINT8: struct.Struct("<B"), GGUFValueType.INT8: struct.Struct("<b"),
-    GGUFValueType.UINT16: struct.Struct("<H"), GGUFValueType.INT16: struct.Struct("<h"),
-    GGUFValueType.UINT32: struct.Struct("<I"), GGUFValueType.INT32: struct.Struct("<i"),
-    GGUFValueType.UINT64: struct.Struct("<Q"), GGUFValueType.INT64: struct.Struct("<q"),
-    GGUFValueType.FLOAT32: struct.Struct("<f"), GGUFValueType.FLOAT64: struct.Struct("<d"),
-    GGUFValueType.BOOL: struct.Struct("<?"),
-}
-U32, U64 = SCALARS[GGUFValueType.UINT32], SCALARS[GGUFValueType.UINT64]
-MIN_ITEM_BYTES = {GGUFValueType.STRING: 8, GGUFValueType.ARRAY: 12}  # a length; a type + a count
 MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, the smallest value
 MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
 
 
 def unreadable(path: Path, reason: str) -> GGUFError:
     return GGUFError(f"{path}: not a readable GGUF file: {reason}")
-
-
-@dataclass(frozen=True)
-class ArrayInfo:
-    """A metadata array left in the file: ``count`` items of ``item_type``, whose bytes are
-    ``nbytes`` from byte ``offset`` of the file. ``GGUFFile.array(key)`` reads it."""
-
-    item_type: GGUFValueType
-    count: int
-    offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class StringInfo:
-    """A metadata string over ``MAX_INLINE_STRING`` bytes left in the file: ``nbytes`` of UTF-8
-    from byte ``offset``. ``GGUFFile.get(key)`` reads it."""
-
-    offset: int
-    nbytes: int
 
 
 @dataclass(frozen=True)
@@ -108,38 +80,6 @@ class Header:
     tensors: dict[str, TensorInfo]
     alignment: int
     data_offset: int
-
-
-class FileBytes:
-    """The bytes of one open regular file of ``size`` bytes, read at given offsets. A read that
-    comes back short (the file shrank after it was opened) raises ``GGUFError``."""
-
-    def __init__(self, file: io.FileIO, size: int, path: Path):
-        self.file, self.size, self.path = file, size, path
-        self._lock = threading.Lock()  # one file position, shared by the reads
-
-    def read_into(self, offset: int, out: memoryview, what: str) -> None:
-        """Fill the bytes ``out`` (a writable 1-D byte view) from byte ``offset``."""
-        done = 0
-        try:
-            with self._lock:
-                self.file.seek(offset)
-                while done < len(out):
-                    n = self.file.readinto(out[done:done + READ_CHUNK])
-                    if not n:
-                        raise GGUFError(
-                            f"{self.path}: {what}: the file ends at byte {offset + done}, {len(out) - done} "
-                            f"bytes short of byte {offset + len(out)}; it shrank after it was opened "
-                            f"({self.size} bytes then)"
-                        )
-                    done += n
-        except OSError as e:
-            raise GGUFError(f"{self.path}: {what} cannot be read ({e})") from e
-
-    def read(self, offset: int, n: int, what: str) -> bytearray:
-        buf = bytearray(n)
-        self.read_into(offset, memoryview(buf), what)
-        return buf
 
 
 class _Cursor:
@@ -343,43 +283,3 @@ def read_header(src: FileBytes) -> Header:
     tensors = {name: _placed(name, *rest, header_end, alignment, src.size, path) for name, rest in infos.items()}
     _check_no_overlap(tensors, path)
     return Header(version, metadata, tensors, alignment, header_end)
-
-
-def _changed(where: str) -> GGUFError:
-    return GGUFError(f"{where}: its items no longer fit its bytes; the file changed after it was opened")
-
-
-def parse_array(buf: bytearray, at: int, item_type: int, count: int, where: str, depth: int = 0) -> tuple:
-    """Read ``count`` items of ``item_type`` from ``buf[at:]`` (an array's bytes as read from the
-    file): numbers as an ``np.ndarray`` of their type (bools as ``bool``), strings as ``list[str]``,
-    arrays as a list of these. Returns (the items, the index after them); ``GGUFError`` where the
-    bytes no longer frame the items (the file changed after its header was walked)."""
-    scalar = SCALARS.get(item_type)
-    if scalar is not None:
-        end = at + count * scalar.size
-        if end > len(buf):
-            raise _changed(where)
-        items = np.frombuffer(buf, np.dtype(scalar.format), count, at)
-        return (items != 0 if item_type == GGUFValueType.BOOL else items), end
-    if item_type not in MIN_ITEM_BYTES or depth >= MAX_ARRAY_NESTING or at + MIN_ITEM_BYTES[item_type] * count > len(buf):
-        raise _changed(where)
-    out: list = []
-    if item_type == GGUFValueType.STRING:
-        unpack, append, size = U64.unpack_from, out.append, len(buf)
-        for _ in range(count):
-            if at + 8 > size:
-                raise _changed(where)
-            n = unpack(buf, at)[0]
-            at += 8
-            if at + n > size:
-                raise _changed(where)
-            append(buf[at:at + n].decode("utf-8", errors="replace"))
-            at += n
-        return out, at
-    for _ in range(count):
-        if at + 12 > len(buf):
-            raise _changed(where)
-        inner_type, inner_count = U32.unpack_from(buf, at)[0], U64.unpack_from(buf, at + 4)[0]
-        items, at = parse_array(buf, at + 12, inner_type, inner_count, where, depth + 1)
-        out.append(items)
-    return out, at
