@@ -16,7 +16,7 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import fixture, map_float_fields, random_table_bytes
+from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
@@ -233,6 +233,26 @@ def test_real_table_relative_error(rows):
     for out in (as_linear(table, x), cpu_matvec(table, x, warps=4), cpu_mma(table, x, warps=4), cpu_bytedot(table, x, warps=4)):
         err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
+
+
+@pytest.mark.parametrize("qtype", sorted(FORMATS))
+def test_every_format_on_every_head_path(capfd, qtype):
+    """Per format, a moderate random table (40 x 512) and, for the quantized ones, the first 40 rows
+    of its llama.cpp-quantized table (types/, edge-case rows 0-8 included): the ops path, the CPU
+    dialect's matvec, byte dot products and matrix units, and the generated Metal matvec."""
+    rng = np.random.default_rng(11)
+    tables = [moderate(random_table_bytes(rng, qtype, 40, 512), qtype)]
+    if FORMATS[qtype].quantized and (FIXTURES / "types" / f"{qtype}.gguf").is_file():
+        tables.append(np.array(Table.from_gguf(FIXTURES / "types" / f"{qtype}.gguf").data)[:40])
+    for data in tables:
+        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+        for rows, dtype in ((1, mx.float16), (9, mx.float32)):
+            x = mx.array(rng.standard_normal((rows, 512)).astype(np.float32)).astype(dtype)
+            heads = [as_linear(table, x, backend="ops"), cpu_matvec(table, x, warps=2), metal_matvec(table, x, capfd, 2)]
+            if table.format.quantized:
+                heads += [cpu_bytedot(table, x, warps=2), cpu_mma(table, x, warps=1)]
+            for out in heads:
+                assert_close(out, x, W)
 
 
 def test_which_head_kernel(monkeypatch):
