@@ -79,14 +79,17 @@ def fixture(name: str) -> Path:
 
 def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
     """Replace each float field of ``blocks`` (uint8 [n, block_bytes], in place) by
-    ``fn(bits, exponent)``: ``bits`` the fields as little-endian unsigned words [n], ``exponent``
-    the kind's exponent mask (FLOAT_KINDS)."""
+    ``fn(bits, exponent)``: ``bits`` the fields as little-endian unsigned words [n, fields], ``exponent``
+    the kind's exponent mask (FLOAT_KINDS). A field spread over several words (Format.float_spread)
+    is assembled first and spread back after."""
     fmt = FORMATS[qtype]
     word, exponent = FLOAT_KINDS[fmt.float_kind]
     size = word.size
-    for off in fmt.float_offsets:
-        field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
-        blocks[:, off:off + size] = fn(field, exponent).astype(f"<u{size}").view(np.uint8)
+    words = np.stack([np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")[:, 0]
+                      for off in fmt.float_offsets], axis=-1)  # [n, len(float_offsets)]
+    words = fmt.spread_float_fields(words, fn(fmt.float_fields(words), exponent))
+    for k, off in enumerate(fmt.float_offsets):
+        blocks[:, off:off + size] = words[:, k:k + 1].astype(f"<u{size}").view(np.uint8)
     return blocks
 
 
