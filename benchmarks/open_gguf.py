@@ -13,9 +13,10 @@ array is evaluated (imports done, the file in the page cache):
 - ``numpy, then mx.array``: the same reader, the bytes read into a NumPy array and copied into
   MLX (the alternative to reading into MLX's memory);
 - ``gguf-py GGUFReader``: ``GGUFReader(path)`` and ``mx.array`` of its tensor's data, once (the
-  package's path before its own reader: twice per ``from_gguf``).
-Peak RSS growth is the process's high-water mark (reset first, Linux ``clear_refs``) less its RSS
-before the call. Figures demanded: from_gguf at most 3x the mmap copy; peak growth at most the
+  package's path before its own reader: twice per ``from_gguf``);
+and the header alone: ``open_gguf: header only``, ``open_gguf + array(tokens)`` (the 262,144
+tokenizer strings read as a list). Peak RSS growth is the process's high-water mark (reset
+first, Linux ``clear_refs``) less its RSS before the call. Figures demanded: from_gguf at most 3x the mmap copy; peak growth at most the
 table's bytes + 25% + 64 MiB; inspect under 1 s; the strings file under 1 s and 100 MB.
 Results: ``benchmarks/results/open_gguf_cpu.md`` and ``.json``.
 """
@@ -64,6 +65,12 @@ elif how == "gguf-py GGUFReader":
     import gguf
     t = next(t for t in gguf.GGUFReader(path).tensors if t.name == "token_embd.weight")
     data = mx.array(np.asarray(t.data).view(np.uint8).reshape(rows, row_bytes))
+elif how == "open_gguf: header only":
+    with open_gguf(path) as f:
+        data = mx.array(len(f.tensors))
+elif how == "open_gguf + array(tokens)":
+    with open_gguf(path) as f:
+        data = mx.array(len(f.array("tokenizer.ggml.tokens")))
 elif how == "strings":
     data = Table.from_gguf(path).data
 mx.eval(data)
@@ -111,6 +118,8 @@ def main() -> None:
         for w in ways[:: 1 if r % 2 == 0 else -1]:
             runs[w].append(probe(w, gemma, *place))
             print(f"{w:<22} {runs[w][-1]['seconds'] * 1e3:8.1f} ms  peak +{mib(runs[w][-1]['peak_growth'])} MiB", flush=True)
+    for w in ("open_gguf: header only", "open_gguf + array(tokens)"):
+        runs[w] = [probe(w, gemma) for _ in range(args.reps)]
     if not args.skip_gguf_py:
         runs["gguf-py GGUFReader"] = [probe("gguf-py GGUFReader", gemma, *place)]
     inspect = [wall([sys.executable, "-m", "muser_mlx", "inspect", str(gemma)]) for _ in range(args.reps)]
@@ -128,7 +137,7 @@ def main() -> None:
     peak = {w: max(x["peak_growth"] for x in v) for w, v in runs.items()}
     bound = t.nbytes * 1.25 + 64 * 2**20
     rows = [[w, f"{med[w] * 1e3:,.0f}", f"{med[w] / med['mmap copy']:.2f}x", mib(peak[w]), len(runs[w])] for w in runs]
-    table_md = markdown(["Gemma 3 270M token_embd (170 MiB) into MLX", "median ms", "vs mmap copy",
+    table_md = markdown(["Gemma 3 270M (token_embd: 170 MiB)", "median ms", "vs mmap copy",
                          "peak RSS growth, MiB (max)", "processes"], rows)
     ratio = med["from_gguf"] / med["mmap copy"]
     s_med, s_peak = statistics.median(x["seconds"] for x in strings), max(x["peak_growth"] for x in strings)
