@@ -51,7 +51,7 @@ def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
     the table twice at the peak (benchmarks/open_gguf.py)."""
     data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
     mx.eval(data)
-    f.read_into(t.name, memoryview(data))
+    f.read_into(t.name, data)
     return data
 
 
