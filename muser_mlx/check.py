@@ -1,8 +1,10 @@
 """check_table: which rows and blocks of a table hold NaN or Inf scales, without dequantizing.
 
-A block's floats are its scale fields (``d``, ``dmin``) or, for the float formats, its one
-value. A float is NaN or Inf exactly when its exponent bits are all ones, so the check reads
-those fields' bits straight from the table's bytes with MLX ops.
+A block's floats are its scale fields (``d``, ``dmin``, MXFP4's E8M0 ``e``) or, for the float
+formats, its one value. A float is NaN or Inf exactly when its exponent bits are all ones (an E8M0
+scale of 0xFF: NaN in OCP MX, a block ggml's loader refuses), so the check reads those fields'
+bits straight from the table's bytes with MLX ops. NVFP4's UE4M3 scales are all finite (ggml
+reads E4M3's NaN, 0x7F, as 0): its tables always pass.
 """
 
 from __future__ import annotations
@@ -49,16 +51,18 @@ class TableReport:
 
 def _bad_fields(rows: mx.array, block_bytes: int, kind: str, offsets: tuple[int, ...]) -> mx.array:
     """uint8 [n, row_bytes] -> bool [n, blocks per row]: any scale field NaN or Inf."""
-    word, exponent = FLOAT_KINDS[kind]
+    word, exponent, special = FLOAT_KINDS[kind]
     width = word.size
     words = mx.view(rows, word).reshape(rows.shape[0], -1, block_bytes // width)
+    if not special:
+        return mx.zeros(words.shape[:2], mx.bool_)
     fields = words[:, :, [off // width for off in offsets]]
     return ((fields & exponent) == exponent).any(axis=2)
 
 
 def check_table(table) -> TableReport:
-    """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``; for F16, BF16
-    and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
+    """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``, E8M0 ``e``; for F16,
+    BF16 and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
     kind, offsets = table.format.float_kind, table.format.float_offsets
     block_bytes = table.format.block_bytes
     n_blocks = table.row_bytes // block_bytes

@@ -6,10 +6,10 @@ The device-side twin of each decoder is ``kernels/format_<name>.h``, ``Format<gg
 
 from __future__ import annotations
 
-from . import floats, kquants, legacy
-from .base import FLOAT_KINDS, Format
+from . import codebooks, floats, fp4, kquants, legacy, ternary
+from .base import FLOAT_KINDS, FloatKind, Format
 
-FORMATS: dict[str, Format] = {f.name: f for family in (floats, legacy, kquants) for f in family.FORMATS}
+FORMATS: dict[str, Format] = {f.name: f for family in (floats, legacy, kquants, codebooks, ternary, fp4) for f in family.FORMATS}
 
 
 def get_format(name: str) -> Format:
@@ -19,4 +19,4 @@ def get_format(name: str) -> Format:
         raise ValueError(f"unsupported format {name!r}; supported: {', '.join(FORMATS)}") from None
 
 
-__all__ = ["FLOAT_KINDS", "FORMATS", "Format", "get_format"]
+__all__ = ["FLOAT_KINDS", "FORMATS", "FloatKind", "Format", "get_format"]

@@ -3,13 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import mlx.core as mx
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-# A float field's kind -> (its little-endian word, its exponent bits: all ones is NaN or Inf).
-FLOAT_KINDS = {"f16": (mx.uint16, 0x7C00), "bf16": (mx.uint16, 0x7F80), "f32": (mx.uint32, 0x7F800000)}
+
+class FloatKind(NamedTuple):
+    """How a block's float field is stored: as the little-endian unsigned ``word``, with these
+    ``exponent`` bits; ``special``: an all-ones exponent is NaN or Inf (for E8M0, 0xFF is NaN in
+    OCP MX and a block ggml's loader refuses; ggml's CPU decodes it as 2^127)."""
+
+    word: mx.Dtype
+    exponent: int
+    special: bool
+
+
+FLOAT_KINDS = {
+    "f16": FloatKind(mx.uint16, 0x7C00, True),
+    "bf16": FloatKind(mx.uint16, 0x7F80, True),
+    "f32": FloatKind(mx.uint32, 0x7F800000, True),
+    "e8m0": FloatKind(mx.uint8, 0xFF, True),  # MXFP4's scale: a power of two, all 8 bits exponent
+    # NVFP4's scales: unsigned E4M3, bit 7 unused; ggml decodes every byte to a finite scale (0x7F,
+    # E4M3's NaN, to 0)
+    "ue4m3": FloatKind(mx.uint8, 0x78, False),
+}
 
 
 @dataclass(frozen=True)
@@ -25,7 +43,7 @@ class Format:
 
     name: str
     decode: Callable[[mx.array], mx.array]  # uint8 [n, block_bytes] -> float32 [n, block_values]
-    float_kind: str  # "f16", "bf16" or "f32": the type of the block's float fields ...
+    float_kind: str  # a FLOAT_KINDS key ("f16", "bf16", "f32", "e8m0", "ue4m3"): the block's float fields ...
     float_offsets: tuple[int, ...]  # ... at these byte offsets (scales, or the value itself)
     ggml_type: int = field(init=False)  # ggml's type number; also the kernels' FORMAT constant
     block_values: int = field(init=False)

@@ -59,6 +59,8 @@ def _decode_q8_0(blocks: mx.array) -> mx.array:
 
 FORMATS = (
     Format("Q4_0", _decode_q4_0, "f16", (0,)),
+    Format("Q4_1", _decode_q4_1, "f16", (0, 2)),
     Format("Q5_0", _decode_q5_0, "f16", (0,)),
+    Format("Q5_1", _decode_q5_1, "f16", (0, 2)),
     Format("Q8_0", _decode_q8_0, "f16", (0,)),
 )
