@@ -107,7 +107,7 @@ def test_value_tables_are_gguf_pys_element_by_element(name):
     nibble, less each format's zero, give them."""
     values, qtypes = VALUE_TABLES[name]
     text = (KERNELS / "format_value_tables.h").read_text()
-    body = re.search(rf"ByteTable {name}\(\) {{\s*return ByteTable{{(.*?)}};", text, re.S).group(1)
+    body = re.search(rf"ByteTable {name}\(\) {{\s*return ByteTable{{(.*?)}};", text, re.DOTALL).group(1)
     words = re.findall(r"table_word\((-?\d+), ([-\d, ]+)\)", body)
     assert len(words) == 2 and [int(v) for _, vs in words for v in vs.split(",")] == list(values)
     for qtype in qtypes:

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 import mlx.core as mx
+import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+from gguf.quants import quantize as gguf_quantize
 
 
 class FloatKind(NamedTuple):
@@ -38,13 +40,17 @@ class Format:
     A row of ``dims`` values is ``dims / block_values`` blocks of ``block_bytes`` bytes each.
     ``decode`` turns ``uint8 [n, block_bytes]`` into ``float32 [n, block_values]`` with the same
     float32 arithmetic as gguf-py's ``dequantize_blocks`` (and so as ggml's C code). The
-    device-side twin is ``kernels/format_<name>.h`` (:attr:`kernel_file`).
+    device-side twin is ``kernels/format_<name>.h`` (:attr:`kernel_file`). ``quantizer``, where
+    there is one, is what :func:`muser_mlx.quantize` runs: gguf-py's (:func:`gguf_py_quantizer`)
+    or, for Q4_K, ggml's reference quantizer (q4_k_quantizer.py).
     """
 
     name: str
     decode: Callable[[mx.array], mx.array]  # uint8 [n, block_bytes] -> float32 [n, block_values]
     float_kind: str  # a FLOAT_KINDS key ("f16", "bf16", "f32", "e8m0", "ue4m3"): the block's float fields ...
     float_offsets: tuple[int, ...]  # ... at these byte offsets (scales, or the value itself)
+    # float32 [rows, cols] (cols whole blocks) -> uint8 [rows, row_bytes]; None: no quantizer
+    quantizer: Callable[[np.ndarray], np.ndarray] | None = None
     ggml_type: int = field(init=False)  # ggml's type number; also the kernels' FORMAT constant
     block_values: int = field(init=False)
     block_bytes: int = field(init=False)
@@ -69,3 +75,10 @@ class Format:
         """Blocks of levels (small integers, kernels/formats.h: level_bytes) with a scale and
         offset per run; the float formats (F32, F16, BF16) store each value itself."""
         return self.block_values > 1
+
+
+def gguf_py_quantizer(name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """gguf-py's quantizer of type ``name`` (``gguf.quants.quantize``, after ggml's
+    ``quantize_row_*_ref``): float32 [rows, cols] -> uint8 [rows, row_bytes]."""
+    qtype = GGMLQuantizationType[name]
+    return lambda rows: np.ascontiguousarray(gguf_quantize(rows, qtype)).view(np.uint8)

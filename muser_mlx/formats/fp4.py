@@ -13,7 +13,7 @@ from __future__ import annotations
 import mlx.core as mx
 from gguf.quants import MXFP4
 
-from .base import Format
+from .base import Format, gguf_py_quantizer
 from .fields import bit_fields, split
 
 KVALUES_E2M1 = mx.array(MXFP4.kvalues, mx.float32)  # nibble -> 2 * E2M1 value, -12 .. 12
@@ -54,6 +54,6 @@ def _decode_nvfp4(blocks: mx.array) -> mx.array:
 
 
 FORMATS = (
-    Format("MXFP4", _decode_mxfp4, "e8m0", (0,)),
+    Format("MXFP4", _decode_mxfp4, "e8m0", (0,), gguf_py_quantizer("MXFP4")),
     Format("NVFP4", _decode_nvfp4, "ue4m3", (0, 1, 2, 3)),
 )

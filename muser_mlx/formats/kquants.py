@@ -6,6 +6,7 @@ import mlx.core as mx
 
 from .base import Format
 from .fields import bit_fields, f16, i8, split
+from .q4_k_quantizer import quantize_q4_k
 
 
 def _q4_k_scales_mins(scales: mx.array) -> tuple[mx.array, mx.array]:
@@ -112,7 +113,7 @@ def _decode_q6_k(blocks: mx.array) -> mx.array:
 FORMATS = (
     Format("Q2_K", _decode_q2_k, "f16", (80, 82)),
     Format("Q3_K", _decode_q3_k, "f16", (108,)),
-    Format("Q4_K", _decode_q4_k, "f16", (0, 2)),
+    Format("Q4_K", _decode_q4_k, "f16", (0, 2), quantize_q4_k),
     Format("Q5_K", _decode_q5_k, "f16", (0, 2)),
     Format("Q6_K", _decode_q6_k, "f16", (208,)),
 )

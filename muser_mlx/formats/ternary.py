@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .base import Format
+from .base import Format, gguf_py_quantizer
 from .fields import bit_fields, f16, split
 
 
@@ -36,6 +36,6 @@ def _decode_tq2_0(blocks: mx.array) -> mx.array:
 
 
 FORMATS = (
-    Format("TQ1_0", _decode_tq1_0, "f16", (52,)),
-    Format("TQ2_0", _decode_tq2_0, "f16", (64,)),
+    Format("TQ1_0", _decode_tq1_0, "f16", (52,), gguf_py_quantizer("TQ1_0")),
+    Format("TQ2_0", _decode_tq2_0, "f16", (64,), gguf_py_quantizer("TQ2_0")),
 )
