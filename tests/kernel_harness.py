@@ -135,6 +135,24 @@ def generated_metal_source(kernel, inputs: list[mx.array], constants, output_sha
     return printed.split("```\n", 1)[1].rsplit("```", 1)[0]
 
 
+# ---- value tables (kernels/format_value_tables.h): a ByteTable's 16 entries less a format's zero
+
+_TABLE_RUN = """
+extern "C" void run(int* out) {{
+  const muser::ByteTable t = muser::{table}();
+  for (uint32_t q = 0; q < 16; ++q) out[q] = int(muser::table_bytes(t, q) & 255u) - muser::Format<{ggml_type}>::zero;
+}}
+"""
+
+
+def cpu_value_table(table: str, qtype: str) -> np.ndarray:
+    """The levels of nibbles 0..15 by ``muser::<table>()`` and format ``qtype``'s zero, int32 [16]."""
+    out = np.zeros(16, np.int32)
+    run = _TABLE_RUN.format(table=table, ggml_type=FORMATS[qtype].ggml_type)
+    _cpu_lib("format_value_tables.h", run).run(_ptr(out))
+    return out
+
+
 # ---- gather: ids [...] -> out [..., dims], every thread of the 2-D grid in turn
 
 _GATHER_RUN = """

@@ -16,7 +16,7 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes
+from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
@@ -44,8 +44,8 @@ def moderate(data: np.ndarray, qtype: str) -> np.ndarray:
     values of F32/F16/BF16): exponent <= bias - 4, so |field| < 2^-3 and logits of unit-size x
     stay far inside float16's range (random f16 scales reach 65,504)."""
 
-    def small(field, exponent):
-        top_bit, bit_2 = exponent & ~(exponent >> 1), (exponent & -exponent) << 2
+    def small(field, kind):
+        top_bit, bit_2 = top_exponent_bit(kind), (kind.exponent & -kind.exponent) << 2
         return field & field.dtype.type(~(top_bit | bit_2) & np.iinfo(field.dtype).max)
 
     map_float_fields(data.reshape(-1, FORMATS[qtype].block_bytes), qtype, small)

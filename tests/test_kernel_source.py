@@ -4,15 +4,17 @@ the package's registration. Both must equal gguf-py bit for bit."""
 
 import re
 
+import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
-from kernel_harness import CXX, cpu_gather, metal_gather
+from kernel_harness import CXX, cpu_gather, cpu_value_table, metal_gather
 
 from muser_mlx import Table
+from muser_mlx.backends.kernel import KERNELS
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
 
@@ -92,3 +94,21 @@ def test_the_gather_reads_the_table_as_the_widest_words_of_the_same_buffer(qtype
     as_bytes, data = np.asarray(view), np.asarray(table.data)
     assert as_bytes.ctypes.data == data.ctypes.data  # a view: no copy of the table
     assert np.array_equal(as_bytes.view(np.uint8).reshape(-1), data.reshape(-1))
+
+
+# kernels/format_value_tables.h's tables -> gguf-py's (ggml-common.h's), and the formats that use them
+VALUE_TABLES = {"iq4nl_values": (gguf.quants.IQ4_NL.kvalues, ["IQ4_NL", "IQ4_XS"]),
+                "e2m1_values": (gguf.quants.MXFP4.kvalues, ["MXFP4", "NVFP4"])}
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_TABLES))
+def test_value_tables_are_gguf_pys_element_by_element(name):
+    """The header's text lists gguf-py's values, in order, and the kernels' lookups of every
+    nibble, less each format's zero, give them."""
+    values, qtypes = VALUE_TABLES[name]
+    text = (KERNELS / "format_value_tables.h").read_text()
+    body = re.search(rf"ByteTable {name}\(\) {{\s*return ByteTable{{(.*?)}};", text, re.DOTALL).group(1)
+    words = re.findall(r"table_word\((-?\d+), ([-\d, ]+)\)", body)
+    assert len(words) == 2 and [int(v) for _, vs in words for v in vs.split(",")] == list(values)
+    for qtype in qtypes:
+        assert cpu_value_table(name, qtype).tolist() == list(values), qtype
