@@ -14,6 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
+# The token embedding of Muse Glimmer (mlx-lm's muse_glimmer): 6,656 values per row, 202,048 rows.
 GLIMMER = dict(dims=6656, vocab=202048)
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, backends, embedding
-from muser_mlx.backends.kernel import COMPILED_IDS
+from muser_mlx.backends.tuning import COMPILED_IDS
 
 GPU = backends._GPU_BACKEND
 pytestmark = [
