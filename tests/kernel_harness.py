@@ -6,7 +6,8 @@ mma, which only CUDA registers, in the CPU dialect alone):
   (format_*.h) + the kernel's template, the shared source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
   generates from the package's registration (captured from MLX itself), compiled against a
-  Metal-language shim.
+  Metal-language shim that runs it (metal_on_cpu/; tests/metal_check.py checks the same source
+  as Metal's compiler would: address spaces, no standard library).
 Warps (matvec's cross-lane sums) run as 32 concurrent threads (kernels/cpu_runtime.h).
 """
 
