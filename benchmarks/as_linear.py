@@ -31,9 +31,10 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 from muser_mlx import Table, as_linear, backends
 from muser_mlx.backends import head, tuning
+
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 
 TILES = (1024, 4096, 16384)
 QUEUED = 8

@@ -21,11 +21,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 from muser_mlx import Embedding, Table
-from muser_mlx.backends import bind, select
-from muser_mlx.backends import tuning
+from muser_mlx.backends import bind, select, tuning
 from muser_mlx.backends.gather import table_words
+
+from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 
 REPS = 200
 

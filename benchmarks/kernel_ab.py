@@ -22,9 +22,10 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import head, tuning
+
+from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
 
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 REVISED = re.compile(r"prelude_cuda\.h|formats\.h|format_\w+\.h")  # the files the revision supplies

@@ -22,9 +22,10 @@ import argparse
 import mlx.core as mx
 import numpy as np
 
-from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 from muser_mlx import Table, backends
 from muser_mlx.backends import head, tuning
+
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 
 QUEUED = 4
 
@@ -58,8 +59,8 @@ def main() -> None:
                            {"BYTEDOT_VROWS": vrows, "BYTEDOT_VROWS_BY_FORMAT": {}, "BYTEDOT_RUNS": values})
                 call = lambda x: head.HEADS[args.kernel](table, x, backend)  # noqa: E731
                 with tuning.fixed(**layout):
-                    one = median_seconds(lambda i: (x,), call, args.reps)
-                    many = queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
+                    one = median_seconds(lambda i, x=x: (x,), call, args.reps)
+                    many = queued_seconds(lambda i, x=x: (x,), call, args.reps, QUEUED)[0]
                 streamed = table.nbytes * -(-n // per_pass)
                 records.append({"n": n, "rows": per_pass, "vrows": vrows, third.lower(): values, "seconds": one, "queued_seconds": many})
                 rows.append([n, per_pass, vrows, values, f"{one * 1e3:.3f}", f"{100 * streamed / one / copy:.0f}%",

@@ -17,10 +17,11 @@ import argparse
 import mlx.core as mx
 import numpy as np
 
-from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
 from muser_mlx import Table
 from muser_mlx.backends import head, tuning
 from muser_mlx.backends.head import MMA_COLS
+
+from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
 
 TILES = [(v, x) for v in (1, 2, 4) for x in (1, 2)]
 
@@ -48,7 +49,8 @@ def main() -> None:
                 layouts["matvec"] = (head.matvec, {}, -(-n // tuning.matvec_layout(n, dims)[0]))
                 for name, (kernel, layout, passes) in layouts.items():
                     with tuning.fixed(**layout):
-                        seconds = median_seconds(lambda i: (x,), lambda x: kernel(table, x, "cuda"), args.reps)
+                        call = lambda x, kernel=kernel, table=table: kernel(table, x, "cuda")  # noqa: E731
+                        seconds = median_seconds(lambda i, x=x: (x,), call, args.reps)
                     runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))
                     rows.append([qtype, dtype, n, name, f"{seconds * 1e3:.3f}",
                                  f"{100 * table.nbytes * passes / seconds / copy:.0f}%"])

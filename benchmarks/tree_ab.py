@@ -23,9 +23,9 @@ from pathlib import Path
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import GLIMMER, alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
-
 import muser_mlx
+
+from common import GLIMMER, alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 
 QUEUED = 16
 
@@ -79,10 +79,18 @@ def main() -> None:
             rows.append([name, n, f"{latency[name] * 1e6:.1f}", f"{device * 1e6:.1f}", f"{host * 1e6:.1f}"])
             print(*rows[-1], sep="\t", flush=True)
     md = markdown(["lookup", "ids", "us, 1 per eval", "us, queued", "host us, queued"], rows)
-    md += (f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other tree: {args.against.name} "
-           f"({other.__file__}). Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation.")
-    print(save("tree_ab", f"muser_mlx trees A/B, dims {dims}, vocab {vocab}", md,
-               {"against": str(args.against), "format": args.format, "runs": runs}))
+    md += (
+        f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other tree: {args.against.name} "
+        f"({other.__file__}). Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation."
+    )
+    print(
+        save(
+            "tree_ab",
+            f"muser_mlx trees A/B, dims {dims}, vocab {vocab}",
+            md,
+            {"against": str(args.against), "format": args.format, "runs": runs},
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ class Table:
         return table
 
     @classmethod
-    def from_bytes(cls, data, qtype: str, dims: int) -> "Table":
+    def from_bytes(cls, data, qtype: str, dims: int) -> Table:
         """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy, copied, or an ``mx.array``,
         used as it is) of type ``qtype``."""
         fmt = get_format(qtype)

@@ -16,16 +16,18 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx.backends import _GPU_BACKEND, head, tuning
 from muser_mlx.backends.head import bytedot_launch, mma_operands, x_planes
 
+from conftest import fixture, map_float_fields, random_table_bytes
+from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
+
+ALL_QTYPES = tuple(sorted(FORMATS))
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
 
@@ -62,7 +64,7 @@ def assert_close(out: mx.array, x: mx.array, W: np.ndarray) -> None:
 
 
 @st.composite
-def problems(draw, max_vocab=40, max_rows=12, ndims=(1, 2, 3), qtypes=tuple(sorted(FORMATS))):
+def problems(draw, max_vocab=40, max_rows=12, ndims=(1, 2, 3), qtypes=ALL_QTYPES):
     """(table, raw bytes, x): moderate random table of any of ``qtypes``, x of 1 to 3 dims."""
     qtype = draw(st.sampled_from(qtypes))
     block = FORMATS[qtype].block_values

@@ -5,11 +5,12 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from conftest import random_table_bytes
 from muser_mlx import Table
 from muser_mlx.backends import BACKENDS, head, tuning
 from muser_mlx.backends.device import KERNEL_ALIGNMENT, DeviceBackend
 from muser_mlx.backends.source import Launch
+
+from conftest import random_table_bytes
 
 
 def _address(a: mx.array) -> int:
@@ -79,8 +80,11 @@ def test_a_launch_checks_its_grid_and_a_kernel_its_constants():
 def stand_in_cuda(monkeypatch):
     """A CUDA backend with matrix units and byte dot products whose kernels are stand-ins."""
     calls = []
-    monkeypatch.setitem(BACKENDS, "cuda", DeviceBackend("cuda", _stand_in(calls), includes=True,
-                                                        matrix_units=lambda: True, byte_dots=True))
+    monkeypatch.setitem(
+        BACKENDS,
+        "cuda",
+        DeviceBackend("cuda", _stand_in(calls), includes=True, matrix_units=lambda: True, byte_dots=True),
+    )
     return calls
 
 

@@ -7,12 +7,13 @@ import re
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from muser_mlx import Table
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
 from kernel_harness import CXX, cpu_gather, metal_gather
-
-from muser_mlx import Table
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
 
@@ -50,8 +51,9 @@ def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
 
 
 def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
-    from kernel_harness import gather_metal_source
     from muser_mlx.backends.device import METAL
+
+    from kernel_harness import gather_metal_source
 
     source = gather_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
     assert METAL.gather_kernel.header(q4k_table[0].format) in source and METAL.gather_kernel.body() in source

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from conftest import assert_bits_equal, reference
 from muser_mlx import Embedding, Table, embedding
+
+from conftest import assert_bits_equal, reference
 
 
 def test_drop_in_for_nn_embedding(q4k_table):

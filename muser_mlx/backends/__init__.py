@@ -15,7 +15,7 @@ kernels (``head.py``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import mlx.core as mx
 

@@ -29,8 +29,16 @@ class DeviceBackend:
     reads the kernel files from disk (:class:`DeviceKernel`). ``resident``: a table made on the
     host must be moved to the device before random reads (:meth:`kernel_data`)."""
 
-    def __init__(self, dialect: str, register, *, includes: bool = False, matrix_units=None,
-                 byte_dots: bool = False, resident: bool = False):
+    def __init__(
+        self,
+        dialect: str,
+        register,
+        *,
+        includes: bool = False,
+        matrix_units=None,
+        byte_dots: bool = False,
+        resident: bool = False,
+    ):
         def kernel(name: str, inputs: list[str], outputs: list[str], lanes: bool = True) -> DeviceKernel:
             return DeviceKernel(dialect, name, inputs, outputs, register, lanes, includes)
 
@@ -80,5 +88,11 @@ METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma or 
 # NVRTC compiles MLX's CUDA kernels and opens their #include "/absolute/path" files.
 # mma.sync m16n8k16 in float16 and bfloat16: compute capability 8.0 (Ampere) and later.
 # dp4a (kernels/bytedot.h's muser_dot4): every GPU MLX's CUDA backend runs on.
-CUDA = DeviceBackend("cuda", lambda: mx.fast.cuda_kernel, includes=True,
-                     matrix_units=lambda: cuda_compute_capability() >= 8, byte_dots=True, resident=True)
+CUDA = DeviceBackend(
+    "cuda",
+    lambda: mx.fast.cuda_kernel,
+    includes=True,
+    matrix_units=lambda: cuda_compute_capability() >= 8,
+    byte_dots=True,
+    resident=True,
+)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import mlx.core as mx
 
@@ -63,7 +63,9 @@ class Launch:
 
     def __post_init__(self):  # per call: kept to what a launch can get wrong at run time
         if len(self.grid) != 3 or min(self.grid) < 1 or len(self.threadgroup) != 3 or min(self.threadgroup) < 1:
-            raise ValueError(f"a launch's grid and threadgroup are 3 positive sizes, got {self.grid}, {self.threadgroup}")
+            raise ValueError(
+                f"a launch's grid and threadgroup are 3 positive sizes, got {self.grid}, {self.threadgroup}"
+            )
 
     def define(self, name: str) -> int:
         """The value of constant ``name``; ``KeyError`` names the constants there are."""
@@ -91,8 +93,16 @@ class DeviceKernel:
     stay the same when the files change, so changed source must be a new name. The files are
     read from ``tuning.KERNEL_SOURCES``."""
 
-    def __init__(self, dialect: str, name: str, inputs: list[str], outputs: list[str], register,
-                 lanes: bool = True, includes: bool = False):
+    def __init__(
+        self,
+        dialect: str,
+        name: str,
+        inputs: list[str],
+        outputs: list[str],
+        register,
+        lanes: bool = True,
+        includes: bool = False,
+    ):
         self.dialect, self.name, self.inputs, self.outputs = dialect, name, inputs, outputs
         self.lanes, self.includes = lanes, includes
         self._register = register
@@ -125,7 +135,9 @@ class DeviceKernel:
     def __call__(self, launch: Launch, inputs: list[mx.array], **options) -> mx.array:
         """The launch's output (``options``: more of MLX's kernel call arguments, e.g. ``verbose``)."""
         if len(inputs) != len(self.inputs):
-            raise ValueError(f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(inputs)}")
+            raise ValueError(
+                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(inputs)}"
+            )
         fmt = launch.format
         key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *[a.dtype for a in inputs])
         kernel = self._kernels.get(key)
@@ -149,7 +161,9 @@ class DeviceKernel:
         defines = (() if fmt is None else (("FORMAT", fmt.ggml_type),)) + launch.defines
         define_lines = "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
         digest = hashlib.sha256((text + define_lines + body).encode()).hexdigest()[:12]
-        spelled = [str(v) for _, v in launch.defines] + [str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)]
+        spelled = [str(v) for _, v in launch.defines] + [
+            str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)
+        ]
         return self._register()(
             name="_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest]),
             input_names=self.inputs,

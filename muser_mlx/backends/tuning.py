@@ -8,10 +8,10 @@ duration of a ``with`` block; the package's entry points take no layout argument
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Iterator
 
 import mlx.core as mx
 
@@ -54,6 +54,7 @@ BYTEDOT_RUNS = 2
 # of x per pass beyond 8 rows of x.
 MMA_VTILES = 4
 MMA_XTILES = 2
+
 
 @contextmanager
 def fixed(**constants) -> Iterator[None]:
