@@ -1,6 +1,7 @@
 # make demo: create .venv, install muser_mlx (with the test and notebook extras), run the demo.
 # make test: the same, then ruff and the tests (the examples notebook included).
-# make lint: ruff's lint and format checks; make format: ruff's fixes and formatting, in place.
+# make lint: ruff's lint and format checks; make format: ruff's fixes and formatting, and
+# clang-format over kernels/ (kernels/.clang-format), in place.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,6 +22,8 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+	@if command -v clang-format >/dev/null; then clang-format -i kernels/*.h kernels/*.cu kernels/*.metal; \
+	else echo "clang-format not found (Debian: apt-get install clang-format): kernels/ left as they are"; fi
 
 install: $(STAMP)
 
