@@ -16,11 +16,15 @@ kernels (``head.py``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
 from . import ops
 from .device import CUDA, METAL
+
+if TYPE_CHECKING:
+    from ..table import Table
 
 BACKENDS = {"metal": METAL, "cuda": CUDA, "ops": ops}
 KERNEL_BACKENDS = ("metal", "cuda")  # those that also run the streamed LM head (head.py)
@@ -44,6 +48,6 @@ def select(backend: str = "auto") -> str:
     return backend
 
 
-def bind(table, dtype: mx.Dtype, backend: str) -> Callable[[mx.array], mx.array]:
+def bind(table: Table, dtype: mx.Dtype, backend: str) -> Callable[[mx.array], mx.array]:
     """``backend``'s gather of ``table`` into ``dtype``: ``ids [...] -> [..., dims]``."""
     return BACKENDS[backend].bind(table, dtype)

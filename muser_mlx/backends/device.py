@@ -4,13 +4,18 @@ bytes as their kernels read them (aligned; on CUDA, resident)."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from functools import cache
+from typing import TYPE_CHECKING
 
 import mlx.core as mx
 import numpy as np
 
 from . import gather
 from .source import DeviceKernel
+
+if TYPE_CHECKING:
+    from ..table import Table
 
 KERNEL_ALIGNMENT = 16  # bytes: the kernels' widest table load (kernels/formats.h, bytes_at)
 
@@ -53,7 +58,7 @@ class DeviceBackend:
         self.resident = resident
         self._ready: dict[int, tuple[weakref.ref, mx.array | None]] = {}  # id(data) -> (data, its copy)
 
-    def bind(self, table, dtype: mx.Dtype):
+    def bind(self, table: Table, dtype: mx.Dtype) -> Callable[[mx.array], mx.array]:
         """``ids [...] -> [..., dims]`` in ``dtype`` from ``table`` (see :func:`gather.bind`)."""
         return gather.bind(self.gather_kernel, self.kernel_data(table.data), table.format, table.dims, dtype)
 

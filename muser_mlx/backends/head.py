@@ -16,10 +16,16 @@ in float32; the layouts are tuning.py's.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import mlx.core as mx
 
 from . import BACKENDS, KERNEL_BACKENDS, bind, tuning
 from .source import Launch
+
+if TYPE_CHECKING:
+    from ..table import Table
+    from .device import DeviceBackend
 
 MAX_THREADS = 1 << 30  # the streaming kernels' 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
 WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
@@ -28,7 +34,7 @@ FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mm
 RUN = 16  # values of x per run record (kernels/xruns.h)
 
 
-def choose(table, rows: int, dtype: mx.Dtype, backend: str) -> str:
+def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     """The head kernel for ``rows`` rows of x of ``dtype`` on ``backend`` (docs/performance.md,
     "Head kernel by row count"): ``"mma"``, ``"bytedot"``, ``"matvec"`` or ``"tiled"``, a key of
     :data:`HEADS`."""
@@ -45,12 +51,12 @@ def choose(table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     return "matvec"
 
 
-def logits(table, x: mx.array, backend: str) -> mx.array:
+def logits(table: Table, x: mx.array, backend: str) -> mx.array:
     """``x [n, dims]`` -> ``[n, vocab]`` in x's dtype by the head :func:`choose` picks."""
     return HEADS[choose(table, x.shape[0], x.dtype, backend)](table, x, backend)
 
 
-def tiled(table, x: mx.array, backend: str) -> mx.array:
+def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
     """Dequantize ``tuning.TILE_ROWS`` vocab rows at a time (the backend's gather of
     ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the previous
     tile's logits, so MLX evaluates the tiles one after the other and frees each before the next
@@ -72,7 +78,7 @@ def streaming_threads(vocab: int, vrows: int) -> int:
     return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
-def _launch(table, defines: tuple[tuple[str, int], ...], vrows: int, out_rows: int, dtype: mx.Dtype) -> Launch:
+def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, out_rows: int, dtype: mx.Dtype) -> Launch:
     """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid)."""
     return Launch(
         format=table.format,
@@ -84,7 +90,7 @@ def _launch(table, defines: tuple[tuple[str, int], ...], vrows: int, out_rows: i
     )
 
 
-def matvec_launch(table, x: mx.array) -> Launch:
+def matvec_launch(table: Table, x: mx.array) -> Launch:
     """kernels/matvec.h for x: ROWS rows of x per pass over the table, VROWS table rows per warp,
     VALUES per lane and step (tuning.matvec_layout)."""
     rows, vrows, values = tuning.matvec_layout(x.shape[0], table.dims)
@@ -102,7 +108,7 @@ def x_run_words(planes: int) -> int:
     return (5 * planes + 5) // 4 * 4
 
 
-def xruns_launch(table, x: mx.array) -> Launch:
+def xruns_launch(table: Table, x: mx.array) -> Launch:
     """kernels/xruns.h for x: a thread per run of RUN values; out ``[n, dims / RUN, words]``."""
     planes, n_runs = x_planes(x.dtype), x.shape[0] * table.dims // RUN
     return Launch(
@@ -115,7 +121,7 @@ def xruns_launch(table, x: mx.array) -> Launch:
     )
 
 
-def bytedot_launch(table, x: mx.array) -> Launch:
+def bytedot_launch(table: Table, x: mx.array) -> Launch:
     """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
     tuning.bytedot_layout, PLANES (:func:`x_planes`)."""
     rows, vrows, runs = tuning.bytedot_layout(x.shape[0], table.dims, table.qtype)
@@ -123,7 +129,7 @@ def bytedot_launch(table, x: mx.array) -> Launch:
     return _launch(table, defines, vrows, x.shape[0], x.dtype)
 
 
-def mma_launch(table, x: mx.array) -> Launch:
+def mma_launch(table: Table, x: mx.array) -> Launch:
     """kernels/mma.h for x: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else 1), VTILES
     tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
     (tuning.mma_layout); out rows: n rounded up to whole passes."""
@@ -153,7 +159,7 @@ def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
     return xh, x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
 
 
-def _device(table, x: mx.array, backend: str, head: str, quantized: bool = False):
+def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool = False) -> DeviceBackend:
     """The GPU backend, once the arguments are checked."""
     if backend not in KERNEL_BACKENDS:
         raise ValueError(f"{head} runs on a GPU backend ({', '.join(KERNEL_BACKENDS)}), got {backend!r}")
@@ -164,13 +170,13 @@ def _device(table, x: mx.array, backend: str, head: str, quantized: bool = False
     return BACKENDS[backend]
 
 
-def matvec(table, x: mx.array, backend: str) -> mx.array:
+def matvec(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/matvec.h, any format."""
     device = _device(table, x, backend, "matvec")
     return device.matvec_kernel(matvec_launch(table, x), [device.kernel_data(table.data), x])
 
 
-def x_runs(table, x: mx.array, backend: str) -> mx.array:
+def x_runs(table: Table, x: mx.array, backend: str) -> mx.array:
     """x's run records ``[n, dims / RUN, x_run_words] uint32`` for :func:`bytedot`."""
     device = _device(table, x, backend, "x_runs")
     if device.xruns_kernel is None or table.dims % RUN:
@@ -178,7 +184,7 @@ def x_runs(table, x: mx.array, backend: str) -> mx.array:
     return device.xruns_kernel(xruns_launch(table, x), [x])
 
 
-def bytedot(table, x: mx.array, backend: str) -> mx.array:
+def bytedot(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/bytedot.h (byte dot products; quantized tables) on :func:`x_runs` of x."""
     device = _device(table, x, backend, "bytedot", quantized=True)
     if device.bytedot_kernel is None:
@@ -186,7 +192,7 @@ def bytedot(table, x: mx.array, backend: str) -> mx.array:
     return device.bytedot_kernel(bytedot_launch(table, x), [device.kernel_data(table.data), x_runs(table, x, backend)])
 
 
-def mma(table, x: mx.array, backend: str) -> mx.array:
+def mma(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/mma.h (matrix units; quantized tables)."""
     device = _device(table, x, backend, "mma", quantized=True)
     if device.mma_kernel is None:
