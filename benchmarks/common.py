@@ -49,7 +49,7 @@ def alternating_medians(calls: dict, reps: int, rounds: int = 20, warmup: int = 
     lookups between 28 and 42 us, from run to run and within one), and with short blocks and
     many rounds the drift falls on every name alike. Each block is timed in its steady state,
     the same graph evaluated again and again as in a model's decode loop; evaluations
-    interleaved one by one measured a different thing (README, "One id per evaluation")."""
+    interleaved one by one measure a different thing (docs/performance.md, "Timing")."""
     samples = {name: [] for name in calls}
     for r in range(rounds):
         for name in list(calls)[:: 1 if r % 2 == 0 else -1]:
