@@ -4,11 +4,13 @@ against the portable path. Skipped where MLX has no GPU backend, e.g. CI's CPU-o
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from muser_mlx import FORMATS, Embedding, Table, backends, embedding
+from muser_mlx.backends.tuning import COMPILED_IDS
 
 from conftest import FIXTURES, OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
-from muser_mlx import FORMATS, Embedding, Table, backends, embedding
-from muser_mlx.backends.kernel import COMPILED_IDS
 
 GPU = backends._GPU_BACKEND
 pytestmark = [

@@ -39,7 +39,8 @@ from muser_mlx import (
     embedding,
     linear,
 )
-from muser_mlx.backends.kernel import CUDA, KERNELS, METAL
+from muser_mlx.backends.device import CUDA, METAL
+from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 from muser_mlx.formats.grids import GRID_OF_FORMAT, GRIDS, KSIGNS
 
 IQ = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
