@@ -400,6 +400,7 @@ def write_gguf(path, with_head: bool):
     data = random_table_bytes(np.random.default_rng(1), "Q4_K", 10, 256)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_embedding_length(256)
+    writer.add_block_count(1)  # a model file: GGUFFile.tied is None for a file of tables only
     writer.add_tensor("token_embd.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
     if with_head:
         writer.add_tensor("output.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
