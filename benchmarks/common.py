@@ -100,11 +100,14 @@ def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarr
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
     scale = 0.02 if fmt.block_values == 1 else 1e-3
-    for off in fmt.float_offsets:
-        values = rng.normal(0, scale, blocks.shape[0]).astype(np.float32)
-        field = {"f16": values.astype(np.float16).view(np.uint16), "f32": values.view(np.uint32),
-                 "bf16": (values.view(np.uint32) >> 16).astype(np.uint16)}[fmt.float_kind]
-        blocks[:, off : off + field.itemsize] = field.view(np.uint8).reshape(-1, field.itemsize)
+    size = 4 if fmt.float_kind == "f32" else 2
+    words = np.stack([blocks[:, off : off + size].copy().view(f"<u{size}")[:, 0] for off in fmt.float_offsets], axis=-1)
+    values = rng.normal(0, scale, fmt.float_fields(words).shape).astype(np.float32)
+    fields = {"f16": values.astype(np.float16).view(np.uint16), "f32": values.view(np.uint32),
+              "bf16": (values.view(np.uint32) >> 16).astype(np.uint16)}[fmt.float_kind]
+    words = fmt.spread_float_fields(words, fields)  # a float spread over words (IQ1_M's d) goes back
+    for k, off in enumerate(fmt.float_offsets):
+        blocks[:, off : off + size] = words[:, k : k + 1].view(np.uint8)
     return blocks.reshape(vocab, fmt.row_bytes(dims))
 
 
