@@ -54,7 +54,7 @@ def main() -> None:
     contenders = {}
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        contenders[f"muser_mlx {qtype}"] = (Embedding(table), table.row_bytes, 4)
+        contenders[f"muser_mlx {qtype}"] = (Embedding.from_table(table), table.row_bytes, 4)
     if not args.no_baselines:
         dense = nn.Embedding(vocab, dims)
         dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)

@@ -4,7 +4,7 @@ from .check import TableReport, check_table
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
-from .linear import as_linear
+from .linear import Linear, as_linear
 from .quantize import quantize
 from .table import Table
 from .writer import save_gguf
@@ -12,6 +12,7 @@ from .writer import save_gguf
 __all__ = [
     "Embedding",
     "embedding",
+    "Linear",
     "as_linear",
     "quantize_embeddings",
     "GGUFError",

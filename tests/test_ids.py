@@ -68,7 +68,7 @@ def test_out_of_range_mx_ids_clamp_and_are_counted(table, name, ids):
     with pytest.raises(IndexError):
         embedding(t, x, check_ids=True)
     with pytest.raises(IndexError):
-        Embedding(t, on_out_of_range="raise")(x)
+        Embedding.from_table(t, on_out_of_range="raise")(x)
 
 
 @pytest.mark.parametrize("name, ids", IN_RANGE, ids=[n for n, _ in IN_RANGE])
@@ -182,14 +182,14 @@ def test_kernel_gather_compiles_small_batches(table):
 
 def test_embedding_counts_clamped_ids_lazily(table):
     t, data = table
-    emb = Embedding(t)
+    emb = Embedding.from_table(t)
     x = mx.array([[0, -1], [VOCAB, 4]])
     rows, count = emb.lookup_with_count(x)
     assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
     assert count.item() == 2
     assert_bits_equal(emb(x), reference(data, t.qtype, np.array(x)))  # "clamp" is the default
     with pytest.raises(ValueError, match="on_out_of_range"):
-        Embedding(t, on_out_of_range="ignore")
+        Embedding.from_table(t, on_out_of_range="ignore")
 
 
 @settings(max_examples=60, deadline=None)
