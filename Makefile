@@ -1,4 +1,4 @@
-# make demo: create .venv, install muser_mlx (with the test and notebook extras), run the demo.
+# make demo: create .venv, install muser_mlx (with the test, notebook and lm extras), run the demo.
 # make test: the same, then the tests (the examples notebook included).
 PYTHON ?= python3
 VENV := .venv
@@ -18,7 +18,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test,notebook]"
+	$(BIN)/python -m pip install -q -e ".[test,notebook,lm]"
 	touch $(STAMP)
 
 clean:

@@ -5,6 +5,7 @@ from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
 from .linear import Linear, as_linear
+from .lm import load
 from .quantize import quantize
 from .table import Table
 from .writer import save_gguf
@@ -14,6 +15,7 @@ __all__ = [
     "embedding",
     "Linear",
     "as_linear",
+    "load",
     "quantize_embeddings",
     "GGUFError",
     "FORMATS",
