@@ -1,14 +1,8 @@
 """The tied LM head: logits ``x @ W.T`` straight from the quantized table ``W``.
 
-Two paths, one result (float32 accumulation either way, up to summation order):
-- streamed (GPU kernels, few rows of x: decode): the quantized table is read once per pass and
-  dequantized on the fly; no float copy of any part of the table exists. On CUDA a quantized
-  table takes ``kernels/bytedot.h`` (byte dot products of levels and x in integers) for one row
-  of x and ``kernels/mma.h`` (warp matrix multiplies) from ``MMA_MIN_ROWS`` rows; every other
-  case takes ``kernels/matvec.h``, a lane's float multiply-adds.
-- tiled (long x on the GPU: prefill; every x on the ``ops`` backend): ``TILE_ROWS`` vocab rows at
-  a time are dequantized with the backend's gather into x's dtype and multiplied with MLX's
-  matmul, and the logits concatenated; at most one tile of floats is alive at a time.
+Which kernel computes them, for how many rows of x of which dtype, is
+:func:`muser_mlx.backends.head.choose`'s decision: streamed kernels for few rows on a GPU (the
+table read once per pass, no float copy of it), the tiled matmul otherwise.
 """
 
 from __future__ import annotations
@@ -21,33 +15,19 @@ import mlx.core as mx
 import numpy as np
 
 from . import backends
+from .backends import head
+from .errors import GGUFError
 from .formats import FORMATS
-from .gguf import open_gguf
+from .gguf import GGUFFile, opened
 from .quantized import TableModule
 from .table import Table
 
 log = logging.getLogger("muser_mlx")
 
-# Rows of x up to which a GPU backend streams the table rather than tiling it: by matvec, or for a
-# quantized table on a backend with matrix units (CUDA) by mma from MMA_MIN_ROWS (by x's dtype:
-# float32 x costs three multiplies) to MMA_MAX_ROWS. Set from the H200 measurements of
-# benchmarks/as_linear.py and benchmarks/mma_tuning.py (float32 x: matvec faster at 2 rows, mma
-# at 8; 4 is between them, not measured).
-MATVEC_MAX_ROWS = 16
-MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
-MMA_MAX_ROWS = 128
-# Rows of x the byte dot products take: one row measured (H200, benchmarks/matvec_tuning.py
-# --kernel bytedot, and benchmarks/as_linear.py); at 2-3 rows of float32 x (below MMA_MIN_ROWS)
-# they would need 96-162 registers, not measured.
-BYTEDOT_MAX_ROWS = 1
-# Vocab rows per tile of the tiled path: TILE_ROWS * dims floats alive at a time (4096 * 6,656
-# * 2 B = 52 MiB for float16 at Glimmer's width). benchmarks/as_linear.py measures it.
-TILE_ROWS = 4096
-
 X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
 
-def as_linear(table: Table, x, *, backend: str = "auto") -> mx.array:
+def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
     """Logits ``x @ W.T`` of the quantized ``table`` ``W``: ``x [..., dims]`` -> ``[..., vocab]``.
 
     Lazy, and traceable by ``mx.compile``. The output dtype is x's dtype (as for
@@ -74,54 +54,13 @@ def as_linear(table: Table, x, *, backend: str = "auto") -> mx.array:
     return logits.reshape(*x.shape[:-1], table.vocab)
 
 
-def logits(table, x: mx.array, backend: str) -> mx.array:
-    """``x [n, dims]`` (n >= 1) -> ``[n, vocab]`` in x's dtype by the head kernel for n rows."""
-    if backend in backends.KERNEL_BACKENDS and x.shape[0] <= (MMA_MAX_ROWS if uses_mma(table, x, backend) else MATVEC_MAX_ROWS):
-        return streamed(table, x, backend)
-    return tiled(table, x, backend)
-
-
-def uses_mma(table, x: mx.array, backend: str) -> bool:
-    """Whether ``x [n, dims]`` streams through the matrix units (kernels/mma.h)."""
-    # levels are exact in 16 bits; the float formats' values are not
-    return table.format.quantized and x.shape[0] >= MMA_MIN_ROWS[x.dtype] and backends.BACKENDS[backend].matrix_units()
-
-
-def streamed(table, x: mx.array, backend: str) -> mx.array:
-    """``x [n, dims]`` -> ``[n, vocab]`` by the streaming kernels of GPU ``backend``."""
-    device = backends.BACKENDS[backend]
-    if uses_mma(table, x, backend):
-        return device.mma(table, x)
-    if table.format.quantized and device.bytedot_kernel and x.shape[0] <= BYTEDOT_MAX_ROWS:
-        return device.bytedot(table, x)
-    return device.matvec(table, x)
-
-
-def tiled(table, x: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:
-    """``x [n, dims]`` -> ``[n, vocab]``: dequantize ``tile_rows`` (default ``TILE_ROWS``) vocab
-    rows at a time (the backend's gather of ``arange(start, stop)``), ``x @ tile.T``, concatenate.
-    Each tile's ids depend on the previous tile's logits, so MLX evaluates the tiles one after
-    the other and frees each before the next (left alone it interleaves them)."""
-    tile_rows = tile_rows or TILE_ROWS
-    gather = backends.bind(table, x.dtype, backend)
-    parts: list[mx.array] = []
-    for start in range(0, table.vocab, tile_rows):
-        ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
-        if parts:
-            ids = mx.depends(ids, parts[-1])
-        tile = gather(ids)  # [rows, dims] in x's dtype
-        parts.append(x @ tile.T)
-    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
-
-
-def tied_head(path: str | Path, tensor: str) -> bool:
-    """Whether ``tensor`` of the GGUF at ``path`` is also the model's LM head: it is the token
-    embedding and the file has no ``output.weight`` (llama.cpp then uses the embedding)."""
-    if tensor != "token_embd.weight":
-        return False
-    tied = all(t.name != "output.weight" for t in open_gguf(path).tensors)
+def tied_head(f, tensor: str) -> bool | None:
+    """Whether ``tensor`` of the open GGUF ``f`` (a :class:`muser_mlx.gguf.GGUFFile`) is also
+    the model's LM head: the token embedding of a file whose ``tied`` is True (a model without
+    ``output.weight``: llama.cpp then uses the embedding); None for a file that holds only tables."""
+    tied = f.tied if tensor == "token_embd.weight" or f.tied is None else False
     if tied:
-        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", path, tensor)
+        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", f.path, tensor)
     return tied
 
 
@@ -136,23 +75,23 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     dims = row_bytes // fmt.block_bytes * fmt.block_values
 
     @mx.custom_function
-    def head(weight: mx.array, x: mx.array) -> mx.array:
-        return logits(Table(weight, fmt, dims, vocab), x, backend)
+    def logits(weight: mx.array, x: mx.array) -> mx.array:
+        return head.logits(Table(weight, fmt, dims, vocab), x, backend)
 
-    @head.vjp
-    def head_vjp(primals, cotangent, output):
+    @logits.vjp
+    def logits_vjp(primals, cotangent, output):
         weight, x = primals
         return mx.zeros_like(weight), input_gradient(Table(weight, fmt, dims, vocab), cotangent, backend)
 
-    return head
+    return logits
 
 
 def input_gradient(table, g: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:
     """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tile_rows`` (default
-    ``TILE_ROWS``) rows of ``W`` dequantized at a time into g's dtype by the backend's gather, the
-    products summed in float32. As in :func:`tiled`, each tile waits for the sum before it, so at
+    ``head.TILE_ROWS``) rows of ``W`` dequantized at a time into g's dtype by the backend's gather, the
+    products summed in float32. As in :func:`head.tiled`, each tile waits for the sum before it, so at
     most one tile of floats is alive: no float copy of the table."""
-    tile_rows = tile_rows or TILE_ROWS
+    tile_rows = tile_rows or head.TILE_ROWS
     gather = backends.bind(table, g.dtype, backend)
     total = None
     for start in range(0, table.vocab, tile_rows):
@@ -199,9 +138,19 @@ class Linear(TableModule):
         return module
 
     @classmethod
-    def from_gguf(cls, path: str | Path, tensor: str = "output.weight", **kwargs) -> "Linear":
-        """Load the 2-D ``tensor`` of the GGUF at ``path`` (``GGUFError`` on a bad file or tensor)."""
-        return cls.from_table(Table.from_gguf(path, tensor), **kwargs)
+    def from_gguf(cls, path: str | Path | GGUFFile, tensor: str = "output.weight", **kwargs) -> "Linear":
+        """Load the 2-D ``tensor`` of the GGUF at ``path`` (or of a file already open), ``[out, in]``
+        (ggml's shape ``[in, out]``); ``GGUFError`` on a bad file or a tensor that is not such."""
+        with opened(path) as f:
+            info = f.tensors.get(tensor)
+            where = f"{f.path}: tensor {tensor!r}"
+            if info is None:
+                raise GGUFError(f"{where} is not in the file")
+            if len(info.shape) != 2 or info.qtype not in FORMATS:
+                raise GGUFError(f"{where} is {info.qtype} of shape {list(info.shape)}; a Linear needs a 2-D tensor "
+                                f"of a supported type ({', '.join(FORMATS)})")
+            table = Table.from_bytes(f.read(tensor), info.qtype, info.shape[0])
+        return cls.from_table(Table(table.data, table.format, table.dims, table.vocab, f"{f.path}:{tensor}"), **kwargs)
 
     @classmethod
     def from_linear(cls, linear, qtype: str = "Q4_K", **kwargs) -> "Linear":

@@ -68,7 +68,7 @@ def test_without_undoing_the_qk_permutation_llama_cpp_disagrees(monkeypatch):
 
 def test_every_weight_stays_in_its_gguf_bytes(llama):
     name, model, _ = llama
-    from muser_mlx.lm.gguf_py_file import open_gguf
+    from muser_mlx.gguf import open_gguf
 
     with open_gguf(fixture(f"{name}.gguf")) as f:
         matrices = sum(t.nbytes for t in f.tensors.values() if len(t.shape) == 2)
@@ -140,29 +140,27 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
         muser_mlx.load(path)
 
 
+ON_GPU = muser_mlx.backends.select("auto") in muser_mlx.backends.KERNEL_BACKENDS
+# Gemma 3 270M on the CPU's ops backend: about 12 s per prompt of 40 tokens on a 2-core machine,
+# so the CPU runs the first two of the eight prompts; a GPU all eight.
+CPU_PROMPTS = {0, 1}
+
+
 @pytest.fixture(scope="module")
 def gemma(gemma_path):
-    if "Q5_0" not in FORMATS:
-        pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
-    return muser_mlx.load(gemma_path)
+    """Gemma 3 270M in float32 (llama.cpp computes in float32; in bfloat16, the family's default,
+    all eight prompts agree at 95.5%, in float32 at 96.8%)."""
+    return muser_mlx.load(gemma_path, dtype=mx.float32)
 
 
 def test_gemma_agrees_with_llama_cpp(gemma):
-    """Three of the eight prompts on the CPU (all eight: tests/test_load.py::test_gemma_all_prompts)."""
     model, _ = gemma
-    agreement, error = agreement_with_llama_cpp(model, "gemma-3-270m-q4_k_m", prompts={0, 3, 6})
-    assert agreement >= MIN_ARGMAX_AGREEMENT and error <= MAX_LAST_LOGITS_ERROR, (agreement, error)
-
-
-@pytest.mark.gpu
-def test_gemma_all_prompts(gemma):
-    model, _ = gemma
-    agreement, error = agreement_with_llama_cpp(model, "gemma-3-270m-q4_k_m")
+    agreement, error = agreement_with_llama_cpp(model, "gemma-3-270m-q4_k_m", prompts=None if ON_GPU else CPU_PROMPTS)
     assert agreement >= MIN_ARGMAX_AGREEMENT and error <= MAX_LAST_LOGITS_ERROR, (agreement, error)
 
 
 def test_gemma_holds_its_file_bytes(gemma, gemma_path):
-    from muser_mlx.lm.gguf_py_file import open_gguf
+    from muser_mlx.gguf import open_gguf
 
     model, _ = gemma
     with open_gguf(gemma_path) as f:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, fixture
-from muser_mlx.lm.gguf_py_file import open_gguf
+from muser_mlx.gguf import open_gguf
 from muser_mlx.lm.tokenizer import BYTE, CONTROL, NORMAL, USER_DEFINED, Vocab, build_tokenizer, spm_merges, tokenizer_wrapper
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")

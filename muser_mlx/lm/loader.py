@@ -14,9 +14,9 @@ from mlx.utils import tree_unflatten
 from ..embedding import Embedding
 from ..errors import GGUFError
 from ..formats import FORMATS
+from ..gguf import open_gguf
 from ..linear import Linear
 from .architectures import MODEL_TENSORS, Architecture, Metadata, architecture, unpermute_rows
-from .gguf_py_file import open_gguf
 from .tokenizer import Vocab, tokenizer_wrapper
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
@@ -80,15 +80,16 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
         if module is None:
             unused.append(name)
             continue
-        data = f.read(name)
-        if kind in ("attn_q", "attn_k") and arch.permuted_qk:
-            heads = args["num_attention_heads"] if kind == "attn_q" else args["num_key_value_heads"]
-            data = unpermute_rows(data.reshape(info.shape[0], -1) if data.ndim == 1 else data, heads).reshape(data.shape)
+        data = f.read(name)  # uint8 [rows, row_bytes]
+        heads = {"attn_q": args["num_attention_heads"], "attn_k": args["num_key_value_heads"]}.get(kind)
+        permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
-            weights[f"{path}.{what}"] = mx.array(data)
+            weights[f"{path}.{what}"] = mx.array(unpermute_rows(data, heads) if permuted else data)
             qtypes[path] = info.qtype
         else:
             values = _dequantized(data, info, f.path)
+            if permuted:  # a Q or K bias: permuted as the rows are
+                values = unpermute_rows(values, heads)
             weights[f"{path}.{what}"] = values - arch.norm_offset if kind.endswith("norm") else values
     if unused:
         raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
