@@ -67,3 +67,16 @@ def test_tiny_model_tied_head(tmp_path, capsys):
     path = tiny.make_gguf(tmp_path, vocab=300)
     tiny.run(path, tied=True, steps=3)
     assert "tied head" in capsys.readouterr().out
+
+
+def test_gemma_example(gemma_path):
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    from muser_mlx import FORMATS
+
+    if "Q5_0" not in FORMATS:
+        pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
+    result = subprocess.run([sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "8"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "gemma3_text.Model" in result.stdout and "as float16" in result.stdout
+    assert "The capital of France is the capital of" in result.stdout and "tokens/s" in result.stdout
