@@ -99,7 +99,14 @@ def _llama(m: Metadata) -> dict:
             "attention_bias": "blk.0.attn_q.bias" in m.f.tensors, "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors}
 
 
-def _qwen(m: Metadata) -> dict:
+def _qwen2(m: Metadata) -> dict:
+    args = _qwen3(m)
+    if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
+        raise GGUFError(f"{m.f.path}: qwen2.attention.key_length {args['head_dim']} is not embedding_length / head_count")
+    return args
+
+
+def _qwen3(m: Metadata) -> dict:
     return {**m.common(), "rope_theta": m.get("rope.freq_base", 1000000.0)}
 
 
@@ -132,8 +139,8 @@ ARCHITECTURES = {
         # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
         Architecture("llama", "llama", _llama, "float16", permuted_qk=True),
-        Architecture("qwen2", "qwen2", _qwen, "bfloat16"),
-        Architecture("qwen3", "qwen3", _qwen, "bfloat16"),
+        Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
+        Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
         # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w). Four norms per block.
         Architecture(
