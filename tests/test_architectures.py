@@ -120,3 +120,20 @@ def test_every_table_names_its_mlx_lm_module():
     for arch in ARCHITECTURES.values():
         assert hasattr(importlib.import_module(f"mlx_lm.models.{arch.model_type}"), "Model")
         assert arch.dtype in ("float16", "bfloat16")
+
+
+def test_a_tensor_of_the_wrong_shape_is_a_gguf_error(tmp_path):
+    write_qwen(tmp_path / "q.gguf", "qwen3", tied=True)
+    from muser_mlx.gguf import open_gguf
+
+    with open_gguf(tmp_path / "q.gguf") as f:
+        ffn = f.metadata["qwen3.feed_forward_length"]
+    assert ffn == FFN
+    # the same tensors under metadata that promises a wider feed-forward layer
+    data = (tmp_path / "q.gguf").read_bytes()
+    key = b"qwen3.feed_forward_length"
+    at = data.index(key) + len(key) + 4  # after the key and its u32 value type
+    patched = data[:at] + np.uint32(2 * FFN).tobytes() + data[at + 4:]
+    (tmp_path / "wide.gguf").write_bytes(patched)
+    with pytest.raises(muser_mlx.GGUFError, match=r"tensor 'blk\.\d\.ffn_\w+\.weight' has shape \[\d+, \d+\]; the model's .*mlp.* needs \[\d+, \d+\]"):
+        muser_mlx.load(tmp_path / "wide.gguf")

@@ -62,8 +62,8 @@ def load(path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | No
     return model, tokenizer
 
 
-def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array], dict[str, str]]:
-    """mlx-lm parameter name -> array, and module path -> GGUF type of each 2-D tensor: 2-D
+def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array], dict]:
+    """mlx-lm parameter name -> array, and module path -> ``TensorInfo`` of each 2-D tensor: 2-D
     tensors as their bytes ``uint8 [rows, row_bytes]``, 1-D ones dequantized to float32; Q/K rows
     and norms with the architecture's quirks undone."""
     names = arch.tensor_names()
@@ -85,7 +85,7 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
         permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
             weights[f"{path}.{what}"] = mx.array(unpermute_rows(data, heads) if permuted else data)
-            qtypes[path] = info.qtype
+            qtypes[path] = info
         else:
             values = _dequantized(data, info, f.path)
             if permuted:  # a Q or K bias: permuted as the rows are
@@ -105,16 +105,19 @@ def _dequantized(data, info, path) -> mx.array:
     return fmt.decode(blocks).reshape(-1)
 
 
-def use_gguf_modules(model: nn.Module, qtypes: dict[str, str], dtype: mx.Dtype, backend: str, path: Path) -> None:
+def use_gguf_modules(model: nn.Module, tensors: dict, dtype: mx.Dtype, backend: str, path: Path) -> None:
     """Put an empty :class:`Embedding` / :class:`Linear` of the file's type wherever the model has
-    an ``nn.Embedding`` / ``nn.Linear`` whose weight is a 2-D tensor of the file, with the
-    model's own sizes (``load_weights`` then checks the file's against them)."""
+    an ``nn.Embedding`` / ``nn.Linear`` whose weight is a 2-D tensor of the file (``tensors``:
+    module path -> ``TensorInfo``), of the model's sizes, which the tensor's must be."""
     swaps = []
     for name, module in model.named_modules():
-        qtype = qtypes.get(name)
-        if qtype is None:
+        info = tensors.get(name)
+        if info is None:
             continue
-        rows, dims = module.weight.shape
+        qtype, (rows, dims) = info.qtype, module.weight.shape
+        if tuple(info.shape) != (dims, rows):
+            raise GGUFError(f"{path}: tensor {info.name!r} has shape {list(info.shape)}; the model's {name} "
+                            f"(from the metadata) needs [{dims}, {rows}] (ggml order: inputs, outputs)")
         try:
             if isinstance(module, nn.Embedding):
                 swaps.append((name, Embedding(rows, dims, qtype, dtype, backend=backend)))
