@@ -17,27 +17,27 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import mlx.core as mx
-import mlx.nn as nn
+from common import markdown, random_q_bytes, save
+from mlx import nn
 from mlx.utils import tree_flatten
 from mlx_lm.generate import generate_step
-
-from common import markdown, random_q_bytes, save
 
 import muser_mlx
 from muser_mlx import Embedding, Linear, Table, backends
 
 # Gemma 3 270M (its GGUF's metadata) and the types of its Q4_K_M file, by tensor
-GEMMA_270M = dict(model_type="gemma3_text", hidden_size=640, num_hidden_layers=18, intermediate_size=2048,
-                  num_attention_heads=4, num_key_value_heads=1, head_dim=256, rms_norm_eps=1e-6, vocab_size=262144,
-                  rope_theta=1e6, rope_local_base_freq=10000.0, query_pre_attn_scalar=256, sliding_window=512,
-                  sliding_window_pattern=6, max_position_embeddings=32768)
+GEMMA_270M = {"model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 18, "intermediate_size": 2048,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "rms_norm_eps": 1e-6,
+              "vocab_size": 262144, "rope_theta": 1e6, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+              "sliding_window": 512, "sliding_window_pattern": 6, "max_position_embeddings": 32768}
 GEMMA_TYPES = {"embed_tokens": "Q8_0", "q_proj": "Q5_0", "k_proj": "Q5_0", "v_proj": "Q8_0", "o_proj": "Q4_K",
                "gate_proj": "Q5_0", "up_proj": "Q5_0", "down_proj": "Q6_K"}
 # Muse Glimmer's width and vocabulary (mlx-lm's muse_glimmer), two layers, Q4_K_M's types
-GLIMMER_2 = dict(model_type="muse_glimmer", num_hidden_layers=2)
+GLIMMER_2 = {"model_type": "muse_glimmer", "num_hidden_layers": 2}
 GLIMMER_TYPES = {"embed_tokens": "Q4_K", "lm_head": "Q6_K", "v_proj": "Q6_K", "down_proj": "Q6_K"}
 
 
@@ -97,7 +97,7 @@ def decode_seconds(model, vocab: int, tokens: int, prompt: int = 8) -> float:
     stamps = []
     for _ in generate_step(ids, model, max_tokens=tokens + 1):
         stamps.append(time.perf_counter())
-    return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
+    return statistics.median(b - a for a, b in pairwise(stamps))
 
 
 def prefill_seconds(model, vocab: int, prompt: int) -> float:
@@ -151,7 +151,7 @@ def main() -> None:
         p = statistics.median(prefill[name]) if args.prefill else None
         rows.append([name, f"{1e3 * d:.2f}", f"{d / base:.2f}", f"{1e3 * p:.1f}" if p else "-"])
         data["results"][name] = {"decode_s_per_token": d, "prefill_s": p}
-    table = markdown(["model", "decode ms/token", "vs muser_mlx", f"prefill {args.prefill} ms"], rows)
+    table = markdown(["model", "decode ms/token", "vs muser_mlx", f"prefill {args.prefill} tokens, ms" if args.prefill else "prefill"], rows)
     print(table)
     path = save(f"decode_{args.model}", f"Decode and prefill: {args.model}, {args.dtype}", table, data)
     print(f"saved {path}")

@@ -6,8 +6,8 @@ from functools import cache
 from pathlib import Path
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
+from mlx import nn
 from mlx.utils import tree_map_with_path
 
 from . import backends
@@ -113,14 +113,14 @@ class Embedding(TableModule):
         self.freeze()
 
     @classmethod
-    def from_table(cls, table: Table, dtype: mx.Dtype = mx.float32, **kwargs) -> "Embedding":
+    def from_table(cls, table: Table, dtype: mx.Dtype = mx.float32, **kwargs) -> Embedding:
         """An embedding holding ``table``'s bytes (not copied)."""
         return cls(table.vocab, table.dims, table.qtype, dtype, **kwargs)._from_table(table)
 
     @classmethod
     def from_gguf(
         cls, path: str | Path | GGUFFile, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
-    ) -> "Embedding":
+    ) -> Embedding:
         """Load ``tensor`` of the GGUF at ``path`` (or of a file already open, see
         :func:`muser_mlx.gguf.open_gguf`), opening it once; raises ``GGUFError`` on a bad file or
         tensor (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""

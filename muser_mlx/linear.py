@@ -80,7 +80,7 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
 
     @logits.vjp
     def logits_vjp(primals, cotangent, output):
-        weight, x = primals
+        weight = primals[0]
         return mx.zeros_like(weight), input_gradient(Table(weight, fmt, dims, vocab), cotangent, backend)
 
     return logits
@@ -128,7 +128,7 @@ class Linear(TableModule):
         self.freeze()
 
     @classmethod
-    def from_table(cls, table: Table, bias: mx.array | None = None, **kwargs) -> "Linear":
+    def from_table(cls, table: Table, bias: mx.array | None = None, **kwargs) -> Linear:
         """A projection holding ``table``'s bytes (not copied): ``table.vocab`` outputs of
         ``table.dims`` inputs, and ``bias`` if given."""
         module = cls(table.dims, table.vocab, bias is not None, table.qtype, **kwargs)._from_table(table)
@@ -138,7 +138,7 @@ class Linear(TableModule):
         return module
 
     @classmethod
-    def from_gguf(cls, path: str | Path | GGUFFile, tensor: str = "output.weight", **kwargs) -> "Linear":
+    def from_gguf(cls, path: str | Path | GGUFFile, tensor: str = "output.weight", **kwargs) -> Linear:
         """Load the 2-D ``tensor`` of the GGUF at ``path`` (or of a file already open), ``[out, in]``
         (ggml's shape ``[in, out]``); ``GGUFError`` on a bad file or a tensor that is not such."""
         with opened(path) as f:
@@ -153,14 +153,14 @@ class Linear(TableModule):
         return cls.from_table(Table(table.data, table.format, table.dims, table.vocab, f"{f.path}:{tensor}"), **kwargs)
 
     @classmethod
-    def from_linear(cls, linear, qtype: str = "Q4_K", **kwargs) -> "Linear":
+    def from_linear(cls, linear, qtype: str = "Q4_K", **kwargs) -> Linear:
         """Quantize an ``mlx.nn.Linear`` (its float weight ``[output_dims, input_dims]``; the
         bias is kept as it is) to ``qtype`` with :func:`muser_mlx.quantize`."""
         from .quantize import quantize
 
         weight = linear.weight
         table = Table.from_bytes(quantize(np.array(weight.astype(mx.float32)), qtype), qtype, weight.shape[1])
-        return cls.from_table(table, linear["bias"] if "bias" in linear else None, **kwargs)
+        return cls.from_table(table, linear.get("bias"), **kwargs)
 
     @property
     def input_dims(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import mlx.core as mx
-import mlx.nn as nn
+from mlx import nn
 
 from .formats import Format, get_format
 from .table import Table
@@ -94,7 +94,7 @@ class TableModule(nn.Module):
         weight = self["weight"]
         return Table(weight, self._format, self.dims, weight.shape[0], self._source)
 
-    def _from_table(self, table: Table) -> "TableModule":
+    def _from_table(self, table: Table) -> TableModule:
         if table.format is not self._format:
             raise ValueError(f"{self!r} holds {self.qtype} bytes; the table is {table.qtype}")
         self.weight = table.data

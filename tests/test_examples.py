@@ -36,6 +36,7 @@ def test_notebook_runs_from_a_clean_kernel(tmp_path, monkeypatch):
     assert "readable NumPy == muser_mlx, bit for bit: True" in text
     assert "equals gguf-py's dequantization bit for bit" in text
     assert "last row" in text and "IndexError" in text
+    assert "gemma3_text.Model: 268,098,176 parameters" in text and "The capital of France is the capital of" in text
     assert sum(o.output_type == "display_data" for c in nb.cells if c.cell_type == "code" for o in c.outputs) == 4
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == [
         "dequant_error.png", "lookup_time.png", "memory.png", "q4k_block.png"]

@@ -5,18 +5,23 @@ continuation, and the last position's logits; and mlx-lm's conventions on the lo
 import json
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
+from conftest import fixture, write_gguf
+from mlx import nn
 from mlx.utils import tree_flatten
 
-from conftest import fixture, write_gguf
 import muser_mlx
-from muser_mlx import Embedding, FORMATS, GGUFError, Linear
+from muser_mlx import Embedding, GGUFError, Linear
 
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
-from mlx_lm.generate import generate_step  # noqa: E402
-from mlx_lm.utils import compute_bits_per_weight, get_total_parameters, save_config, save_model  # noqa: E402
+from mlx_lm.generate import generate_step
+from mlx_lm.utils import (
+    compute_bits_per_weight,
+    get_total_parameters,
+    save_config,
+    save_model,
+)
 
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
 MIN_ARGMAX_AGREEMENT = 0.95  # of positions, prompt and greedy continuation together
@@ -171,7 +176,7 @@ def test_gemma_holds_its_file_bytes(gemma, gemma_path):
 
 
 def test_gemma_generates_with_its_sliding_window_cache(gemma):
-    model, tokenizer = gemma
+    model, _ = gemma
     expected = json.loads(fixture("llamacpp/gemma-3-270m-q4_k_m.json").read_text())["prompts"][0]
     cache = model.make_cache()
     assert {type(c).__name__ for c in cache} == {"KVCache", "RotatingKVCache"}

@@ -3,19 +3,19 @@ tuner puts on the projections train through the kernels' vjp, the bytes stay fro
 steps lower the loss."""
 
 import mlx.core as mx
-import mlx.nn as nn
 import mlx.optimizers as optim
 import numpy as np
 import pytest
+from mlx import nn
 from mlx.utils import tree_flatten
 
 import muser_mlx
 from muser_mlx import FORMATS
 
 pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
-from mlx_lm.tuner.lora import LoRALinear  # noqa: E402
-from mlx_lm.tuner.trainer import default_loss  # noqa: E402
-from mlx_lm.tuner.utils import linear_to_lora_layers  # noqa: E402
+from mlx_lm.tuner.lora import LoRALinear
+from mlx_lm.tuner.trainer import default_loss
+from mlx_lm.tuner.utils import linear_to_lora_layers
 
 TEXT = "The muser_mlx package keeps GGUF tensors as bytes and trains adapters through its kernels."
 

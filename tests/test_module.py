@@ -1,12 +1,12 @@
 """Embedding as an mlx.nn module: drop-in shape and API, frozen table, lazy, compiled, nested."""
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
+from conftest import assert_bits_equal, reference
+from mlx import nn
 from mlx.utils import tree_flatten
 
-from conftest import assert_bits_equal, reference
 from muser_mlx import Embedding, Table, embedding
 
 
@@ -94,7 +94,7 @@ def test_gradients_flow_to_layers_after_it(q4k_table):
 
     model = Model()
     loss_and_grad = nn.value_and_grad(model, lambda m, ids: m(ids).sum())
-    loss, grads = loss_and_grad(model, mx.array([1, 2]))
+    _, grads = loss_and_grad(model, mx.array([1, 2]))
     assert tree_flatten(grads["embed"]) == [] and grads["head"]["weight"].shape == (3, table.dims)
 
 

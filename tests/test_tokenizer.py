@@ -5,10 +5,19 @@ with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detoken
 import json
 
 import pytest
-
 from conftest import FIXTURES, fixture
+
 from muser_mlx.gguf import open_gguf
-from muser_mlx.lm.tokenizer import BYTE, CONTROL, NORMAL, USER_DEFINED, Vocab, build_tokenizer, spm_merges, tokenizer_wrapper
+from muser_mlx.lm.tokenizer import (
+    BYTE,
+    CONTROL,
+    NORMAL,
+    USER_DEFINED,
+    Vocab,
+    build_tokenizer,
+    spm_merges,
+    tokenizer_wrapper,
+)
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
@@ -91,8 +100,8 @@ def test_space_prefix_bytes_and_user_defined_tokens(prefix):
 
 
 def test_a_file_without_a_vocabulary_is_a_clear_error(tmp_path):
-    from conftest import write_gguf
     import numpy as np
+    from conftest import write_gguf
 
     path = write_gguf(tmp_path / "novocab.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)})
     with open_gguf(path) as f, pytest.raises(ValueError, match="tokenizer.ggml.model is None"):

@@ -4,8 +4,8 @@ undone. One table per architecture; each quirk names the llama.cpp behaviour it 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -39,7 +39,7 @@ class Architecture:
 
     gguf: str
     model_type: str
-    args: Callable[["Metadata"], dict]
+    args: Callable[[Metadata], dict]
     dtype: str
     block_tensors: dict = field(default_factory=dict)
     norm_offset: float = 0.0
@@ -66,6 +66,8 @@ class Metadata:
         return value
 
     def common(self) -> dict:
+        if "token_embd.weight" not in self.f.tensors:
+            raise GGUFError(f"{self.f.path}: no token_embd.weight; a {self.arch} model needs its token embedding")
         heads = self.need("attention.head_count")
         hidden = self.need("embedding_length")
         head_dim = self.get("attention.key_length", hidden // heads)
@@ -73,18 +75,18 @@ class Metadata:
         if rope_dims != head_dim:
             raise GGUFError(f"{self.f.path}: {self.arch}.rope.dimension_count {rope_dims} is not the head dim {head_dim}; "
                             "partial rotary embeddings are not supported")
-        args = dict(
-            hidden_size=hidden,
-            num_hidden_layers=self.need("block_count"),
-            intermediate_size=self.need("feed_forward_length"),
-            num_attention_heads=heads,
-            num_key_value_heads=self.get("attention.head_count_kv", heads),
-            head_dim=head_dim,
-            rms_norm_eps=self.need("attention.layer_norm_rms_epsilon"),
-            vocab_size=self.f.tensors["token_embd.weight"].shape[1],
-            max_position_embeddings=self.get("context_length", 4096),
-            tie_word_embeddings="output.weight" not in self.f.tensors,
-        )
+        args = {
+            "hidden_size": hidden,
+            "num_hidden_layers": self.need("block_count"),
+            "intermediate_size": self.need("feed_forward_length"),
+            "num_attention_heads": heads,
+            "num_key_value_heads": self.get("attention.head_count_kv", heads),
+            "head_dim": head_dim,
+            "rms_norm_eps": self.need("attention.layer_norm_rms_epsilon"),
+            "vocab_size": self.f.tensors["token_embd.weight"].shape[1],
+            "max_position_embeddings": self.get("context_length", 4096),
+            "tie_word_embeddings": "output.weight" not in self.f.tensors,
+        }
         scaling = self.get("rope.scaling.type")
         if scaling == "linear":
             args["rope_scaling"] = {"type": "linear", "factor": self.need("rope.scaling.factor")}

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import mlx.core as mx
-import mlx.nn as nn
+from mlx import nn
 from mlx.utils import tree_unflatten
 
 from ..embedding import Embedding
@@ -16,7 +16,13 @@ from ..errors import GGUFError
 from ..formats import FORMATS
 from ..gguf import open_gguf
 from ..linear import Linear
-from .architectures import MODEL_TENSORS, Architecture, Metadata, architecture, unpermute_rows
+from .architectures import (
+    MODEL_TENSORS,
+    Architecture,
+    Metadata,
+    architecture,
+    unpermute_rows,
+)
 from .tokenizer import Vocab, tokenizer_wrapper
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")

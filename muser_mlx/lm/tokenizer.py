@@ -54,7 +54,7 @@ class Vocab:
     chat_template: str | None = None
 
     @classmethod
-    def from_gguf(cls, f) -> "Vocab":
+    def from_gguf(cls, f) -> Vocab:
         """From an open GGUF file (``muser_mlx.gguf.GGUFFile``); ``GGUFError`` without a vocabulary."""
         model = f.get("tokenizer.ggml.model")
         if model not in ("llama", "gpt2"):
@@ -98,7 +98,16 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
 
 def build_tokenizer(vocab: Vocab):
     """The ``tokenizers.Tokenizer`` of ``vocab``."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+    )
 
     ids = {token: i for i, token in enumerate(vocab.tokens)}
     unk = vocab.tokens[vocab.unk] if vocab.unk is not None else None
@@ -137,7 +146,11 @@ def tokenizer_wrapper(vocab: Vocab):
     :func:`build_tokenizer`, with mlx-lm's streaming detokenizer for the vocabulary's kind."""
     from functools import partial
 
-    from mlx_lm.tokenizer_utils import BPEStreamingDetokenizer, SPMStreamingDetokenizer, TokenizerWrapper
+    from mlx_lm.tokenizer_utils import (
+        BPEStreamingDetokenizer,
+        SPMStreamingDetokenizer,
+        TokenizerWrapper,
+    )
     from transformers import PreTrainedTokenizerFast
 
     def name(i):
