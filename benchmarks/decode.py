@@ -5,7 +5,9 @@ dequantized weights, and against that model through mlx-lm's 4-bit ``nn.quantize
 Decode: seconds per token of ``mlx_lm.generate_step`` (the interval between tokens, median),
 after a short prompt. Prefill: seconds from a ``--prefill``-token prompt to the first generated
 token (mlx-lm evaluates the prompt's caches, then one step). Contenders alternate, the order
-reversed every other round, so a machine's drift falls on each alike.
+reversed every other round, so a machine's drift falls on each alike. On a GPU the muser_mlx model
+also runs with every head call built each time (``linear.COMPILED_ROWS`` 0) against the default,
+few-row calls replayed under ``mx.compile``.
 
     python benchmarks/decode.py --model gemma --tokens 6 --rounds 2 --prefill 0   # the CPU record
     python benchmarks/decode.py --model gemma-random                              # GPU: Gemma 3 270M's shape
@@ -27,7 +29,8 @@ from mlx.utils import tree_flatten
 from mlx_lm.generate import generate_step
 
 import muser_mlx
-from muser_mlx import Embedding, Linear, Table, backends
+from muser_mlx import Embedding, Linear, Table, backends, linear
+from muser_mlx.linear import COMPILED_ROWS
 
 # Gemma 3 270M (its GGUF's metadata) and the types of its Q4_K_M file, by tensor
 GEMMA_270M = {"model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 18, "intermediate_size": 2048,
@@ -130,7 +133,10 @@ def main() -> None:
     mx.eval(ours.parameters())
     vocab = ours.args.vocab_size
     contenders = {"muser_mlx (GGUF bytes)": ours, f"float nn.Linear/nn.Embedding ({args.dtype})": float_twin(ours, config, dtype)}
+    compiled_rows = {}  # contender -> linear.COMPILED_ROWS while it runs
     if mx.default_device() == mx.gpu:
+        built = "muser_mlx, head calls built each call (COMPILED_ROWS 0)"
+        contenders[built], compiled_rows[built] = ours, 0
         quantized = float_twin(ours, config, dtype)
         nn.quantize(quantized, group_size=64, bits=4)
         mx.eval(quantized.parameters())
@@ -140,6 +146,7 @@ def main() -> None:
     prefill = {name: [] for name in contenders}
     for r in range(args.rounds):
         for name in list(contenders)[:: 1 if r % 2 == 0 else -1]:
+            linear.COMPILED_ROWS = compiled_rows.get(name, COMPILED_ROWS)
             decode[name].append(decode_seconds(contenders[name], vocab, args.tokens))
             if args.prefill:
                 prefill[name].append(prefill_seconds(contenders[name], vocab, args.prefill))

@@ -25,6 +25,12 @@ from .table import Table
 log = logging.getLogger("muser_mlx")
 
 X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
+# Rows of x up to which a GPU backend's head call goes through mx.compile, which replays it per
+# x shape: a decode step calls every projection with one row, and building the call (the
+# choice, the launch constants, the custom function) is host time spent once per projection
+# per token. As the gather's COMPILED_IDS; a new row count costs a trace, so long x is built each
+# call. Measured against building every call by benchmarks/decode.py on a GPU.
+COMPILED_ROWS = head.MATVEC_MAX_ROWS
 
 
 def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
@@ -50,7 +56,9 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
     if flat.shape[0] == 0:
         logits = mx.zeros((0, table.vocab), x.dtype)
     else:
-        logits = differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)(table.data, flat)
+        call, compiled = differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)
+        small = backend in backends.KERNEL_BACKENDS and flat.shape[0] <= COMPILED_ROWS
+        logits = (compiled if small else call)(table.data, flat)
     return logits.reshape(*x.shape[:-1], table.vocab)
 
 
@@ -67,7 +75,8 @@ def tied_head(f, tensor: str) -> bool | None:
 @cache
 def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     """``(weight, x [n, dims]) -> logits [n, vocab]`` for a ``uint8 [vocab, row_bytes]`` table of
-    ``qtype``, as an ``mx.custom_function`` (one per format, sizes and backend for the process):
+    ``qtype``, as an ``mx.custom_function`` (one per format, sizes and backend for the process),
+    and its ``mx.compile``:
     the kernels have no derivative of their own (MLX: "[Primitive::vjp] Not implemented for
     CustomKernel"), so its vjp gives x's cotangent from the same bytes, :func:`input_gradient`.
     The table is frozen: its cotangent is zeros, built lazily and so never allocated."""
@@ -83,7 +92,7 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
         weight = primals[0]
         return mx.zeros_like(weight), input_gradient(Table(weight, fmt, dims, vocab), cotangent, backend)
 
-    return logits
+    return logits, mx.compile(logits)
 
 
 def input_gradient(table, g: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:

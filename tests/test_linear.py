@@ -153,3 +153,17 @@ def test_input_gradient_through_the_gpu_kernels(rows, dtype):
     grad = mx.compile(mx.grad(lambda x: (linear(x).astype(mx.float32) ** 2).sum()))
     want = mx.grad(lambda x: (dense(x) ** 2).sum())(x.astype(mx.float32))
     assert relative_error(grad(x), want) < 10 * TOLERANCE[dtype]
+
+
+def test_compiled_head_calls_match_and_differentiate(monkeypatch):
+    """The head call a GPU backend replays under mx.compile for few rows, taken here on the CPU's
+    ops backend: the same logits and gradients as the call built each time."""
+    from muser_mlx import linear as linear_module
+
+    linear, dense = projection("Q5_0", inputs=64)
+    x = mx.random.normal((2, 64), key=mx.random.key(3))
+    monkeypatch.setattr(linear_module.backends, "KERNEL_BACKENDS", ("metal", "cuda", "ops"))
+    out, grad = linear(x), mx.grad(lambda x: (linear(x) ** 2).sum())(x)
+    monkeypatch.undo()
+    assert relative_error(out, linear(x)) == 0
+    assert relative_error(grad, mx.grad(lambda x: (dense(x) ** 2).sum())(x)) < 1e-5
