@@ -182,3 +182,24 @@ def test_gemma_generates_with_its_sliding_window_cache(gemma):
     assert {type(c).__name__ for c in cache} == {"KVCache", "RotatingKVCache"}
     steps = generate_step(mx.array(expected["ids"]), model, max_tokens=4, prompt_cache=cache)
     assert [int(t) for t, _ in steps] == expected["greedy"][:4]
+
+
+def test_adapters_load_as_mlx_lm_saves_them(tmp_path):
+    """adapter_path: an mlx-lm LoRA adapter folder (adapter_config.json, adapters.safetensors) is
+    applied to the loaded model through Linear.to_lora, as mlx_lm.load applies it."""
+    from mlx_lm.tuner.utils import linear_to_lora_layers
+
+    path = fixture("tiny-llama-Q8_0.gguf")
+    config = {"num_layers": 1, "fine_tune_type": "lora", "lora_parameters": {"rank": 4, "scale": 10.0, "dropout": 0.0}}
+    trained, _ = muser_mlx.load(path)
+    trained.freeze()
+    linear_to_lora_layers(trained, config["num_layers"], config["lora_parameters"])
+    adapters = {k: mx.random.normal(v.shape, key=mx.random.key(i)).astype(v.dtype) * 0.01
+                for i, (k, v) in enumerate(tree_flatten(trained.trainable_parameters()))}
+    trained.load_weights(list(adapters.items()), strict=False)
+    mx.save_safetensors(str(tmp_path / "adapters.safetensors"), adapters)
+    (tmp_path / "adapter_config.json").write_text(json.dumps(config))
+    model, _ = muser_mlx.load(path, adapter_path=tmp_path)
+    ids = mx.array([[1, 5, 9, 2]])
+    assert mx.array_equal(model(ids), trained(ids)).item()
+    assert not mx.array_equal(model(ids), muser_mlx.load(path)[0](ids)).item()

@@ -51,9 +51,9 @@ def load(path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | No
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
-        weights, qtypes = gguf_weights(f, arch, args)
+        weights, tensors = gguf_weights(f, arch, args)
         weights = model.sanitize(weights)
-        use_gguf_modules(model, qtypes, dtype, backend, f.path)
+        use_gguf_modules(model, tensors, dtype, backend, f.path)
         weights["model.embed_tokens.dtype"] = mx.zeros((0,), dtype)
         model.load_weights(list(weights.items()), strict=True)
         del weights
@@ -73,7 +73,7 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
     tensors as their bytes ``uint8 [rows, row_bytes]``, 1-D ones dequantized to float32; Q/K rows
     and norms with the architecture's quirks undone."""
     names = arch.tensor_names()
-    weights, qtypes, unused = {}, {}, []
+    weights, tensors, unused = {}, {}, []
     for name, info in f.tensors.items():
         block = _BLOCK.fullmatch(name)
         if block:
@@ -91,7 +91,7 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
         permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
             weights[f"{path}.{what}"] = mx.array(unpermute_rows(data, heads) if permuted else data)
-            qtypes[path] = info
+            tensors[path] = info
         else:
             values = _dequantized(data, info, f.path)
             if permuted:  # a Q or K bias: permuted as the rows are
@@ -99,7 +99,7 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
             weights[f"{path}.{what}"] = values - arch.norm_offset if kind.endswith("norm") else values
     if unused:
         raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
-    return weights, qtypes
+    return weights, tensors
 
 
 def _dequantized(data, info, path) -> mx.array:
