@@ -76,7 +76,7 @@ def test_gemma_example(gemma_path):
 
     if "Q5_0" not in FORMATS:
         pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
-    result = subprocess.run([sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "8"],
+    result = subprocess.run([sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "4"],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert "gemma3_text.Model" in result.stdout and "as float16" in result.stdout

@@ -4,10 +4,11 @@ against the float reference: gguf-py's dequantized matrix in mlx.nn.Linear."""
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import map_float_fields, random_table_bytes, reference
+from conftest import fixture, map_float_fields, random_table_bytes, reference
 from mlx import nn
 from mlx.utils import tree_flatten
 
+import muser_mlx
 from muser_mlx import FORMATS, Embedding, Linear, Table
 from muser_mlx.backends import KERNEL_BACKENDS, select
 
@@ -167,3 +168,22 @@ def test_compiled_head_calls_match_and_differentiate(monkeypatch):
     monkeypatch.undo()
     assert relative_error(out, linear(x)) == 0
     assert relative_error(grad, mx.grad(lambda x: (dense(x) ** 2).sum())(x)) < 1e-5
+
+
+def test_from_gguf_is_the_files_projection():
+    path = fixture("tiny-llama-Q4_K_M.gguf")
+    head = Linear.from_gguf(path, "output.weight")
+    down = Linear.from_gguf(path, "blk.0.ffn_down.weight")
+    assert (head.qtype, head.input_dims, head.output_dims) == ("Q6_K", 512, 1003)
+    assert (down.qtype, down.input_dims, down.output_dims) == ("Q6_K", 1024, 512)
+    import gguf
+
+    raw = next(t for t in gguf.GGUFReader(path).tensors if t.name == "blk.0.ffn_down.weight")
+    dense = nn.Linear(1024, 512, bias=False)
+    dense.weight = mx.array(reference(np.asarray(raw.data), "Q6_K", np.arange(512)))
+    x = mx.random.normal((3, 1024), key=mx.random.key(0))
+    assert relative_error(down(x), dense(x)) < 1e-6
+    with pytest.raises(muser_mlx.GGUFError, match="'nope' is not in the file"):
+        Linear.from_gguf(path, "nope")
+    with pytest.raises(muser_mlx.GGUFError, match=r"F32 of shape \[512\]; a Linear needs a 2-D tensor"):
+        Linear.from_gguf(path, "output_norm.weight")

@@ -82,7 +82,7 @@ def test_every_weight_stays_in_its_gguf_bytes(llama):
     held = [m for _, m in model.named_modules() if isinstance(m, (Linear, Embedding))]
     assert not [m for _, m in model.named_modules() if type(m) in (nn.Linear, nn.Embedding)]
     assert sum(m.weight.nbytes for m in held) == matrices
-    assert ("lm_head" in model) is not tied
+    assert ("lm_head" in model) is not tied and model.model.embed_tokens.tied is tied
     assert get_total_parameters(model) == values
     byte_total = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
     assert compute_bits_per_weight(model) == pytest.approx(8 * byte_total / values)

@@ -58,6 +58,7 @@ def load(path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | No
         model.load_weights(list(weights.items()), strict=True)
         del weights
         model.set_dtype(dtype)
+        model.model.embed_tokens.tied = f.tied
         tokenizer = tokenizer_wrapper(Vocab.from_gguf(f))
     if adapter_path is not None:
         from mlx_lm.utils import load_adapters
