@@ -11,7 +11,7 @@ from mlx import nn
 from mlx.utils import tree_map_with_path
 
 from . import backends
-from .backends.kernel import COMPILED_IDS
+from .backends import tuning
 from .formats import FORMATS
 from .gguf import GGUFFile, opened
 from .ids import check_device_ids, count_out_of_range, host_ids
@@ -173,8 +173,8 @@ class Embedding(TableModule):
 
     def __call__(self, x) -> mx.array:
         # mx.array ids, clamping: what _lookup would do is the gather, so do it at once. One id
-        # per evaluation is mostly host time (README, "One id per evaluation"), so this path is a
-        # few Python operations and, on a GPU, a compiled replay.
+        # per evaluation is mostly host time (docs/performance.md, "Compiled small batches"), so
+        # this path is a few Python operations and, on a GPU, a compiled replay.
         if type(x) is mx.array and self._clamp:
             weight = self["weight"]
             return gather_for(self._format.name, *weight.shape, self["dtype"].dtype, backends.select(self._backend))(weight, x)
@@ -196,7 +196,7 @@ def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend:
     into ``dtype`` on ``backend``, one for the process per (format, sizes, dtype, backend), taking
     the weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
     with the state as an input, stands in for other arrays). On a GPU backend ids of at most
-    ``COMPILED_IDS`` go through ``mx.compile`` of it, which replays per weight and ids shape."""
+    ``tuning.COMPILED_IDS`` go through ``mx.compile`` of it, which replays per weight and ids shape."""
     fmt = FORMATS[qtype]
     dims = row_bytes // fmt.block_bytes * fmt.block_values
 
@@ -206,7 +206,7 @@ def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend:
     if backend not in backends.KERNEL_BACKENDS:
         return gather
     compiled = mx.compile(gather)
-    return lambda weight, ids: (compiled if ids.size <= COMPILED_IDS else gather)(weight, ids)
+    return lambda weight, ids: (compiled if ids.size <= tuning.COMPILED_IDS else gather)(weight, ids)
 
 
 def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:

@@ -15,7 +15,7 @@ import mlx.core as mx
 import numpy as np
 
 from . import backends
-from .backends import head
+from .backends import head, tuning
 from .errors import GGUFError
 from .formats import FORMATS
 from .gguf import GGUFFile, opened
@@ -30,7 +30,7 @@ X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 # choice, the launch constants, the custom function) is host time spent once per projection
 # per token. As the gather's COMPILED_IDS; a new row count costs a trace, so long x is built each
 # call. Measured against building every call by benchmarks/decode.py on a GPU.
-COMPILED_ROWS = head.MATVEC_MAX_ROWS
+COMPILED_ROWS = tuning.MATVEC_MAX_ROWS
 
 
 def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
@@ -95,12 +95,12 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     return logits, mx.compile(logits)
 
 
-def input_gradient(table, g: mx.array, backend: str, tile_rows: int | None = None) -> mx.array:
-    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tile_rows`` (default
-    ``head.TILE_ROWS``) rows of ``W`` dequantized at a time into g's dtype by the backend's gather, the
-    products summed in float32. As in :func:`head.tiled`, each tile waits for the sum before it, so at
-    most one tile of floats is alive: no float copy of the table."""
-    tile_rows = tile_rows or head.TILE_ROWS
+def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
+    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tuning.TILE_ROWS`` rows
+    of ``W`` dequantized at a time into g's dtype by the backend's gather, the products summed in
+    float32. As in :func:`head.tiled`, each tile waits for the sum before it, so at most one tile
+    of floats is alive: no float copy of the table."""
+    tile_rows = tuning.TILE_ROWS
     gather = backends.bind(table, g.dtype, backend)
     total = None
     for start in range(0, table.vocab, tile_rows):

@@ -1,4 +1,4 @@
-"""The muser-mlx command line: inspect, embed, demo."""
+"""The muser-mlx command line: inspect, embed, demo, generate."""
 
 import subprocess
 import sys

@@ -104,18 +104,15 @@ def test_grad_through_the_tied_head_compiled(rows):
     assert relative_error(grad(x), want) < 1e-5
 
 
-def test_gradient_tiles_the_table(monkeypatch):
+def test_gradient_tiles_the_table():
     """The vjp dequantizes a few rows at a time: with tiles of 16 rows the result is the same."""
-    from muser_mlx import linear as linear_module
-    from muser_mlx.backends import head
+    from muser_mlx.backends import tuning
 
     linear, dense = projection(outputs=40)
     x = mx.random.normal((3, 512), key=mx.random.key(4))
     whole = mx.grad(lambda x: linear(x).sum())(x)
-    monkeypatch.setattr(head, "TILE_ROWS", 16)
-    linear_module.differentiable_head.cache_clear()
-    tiled = mx.grad(lambda x: linear(x).sum())(x)
-    linear_module.differentiable_head.cache_clear()
+    with tuning.fixed(TILE_ROWS=16):
+        tiled = mx.grad(lambda x: linear(x).sum())(x)
     assert relative_error(tiled, whole) < 1e-6
     assert relative_error(tiled, mx.grad(lambda x: dense(x).sum())(x)) < 1e-5
 
