@@ -23,7 +23,6 @@ from itertools import pairwise
 from pathlib import Path
 
 import mlx.core as mx
-from common import markdown, random_q_bytes, save
 from mlx import nn
 from mlx.utils import tree_flatten
 from mlx_lm.generate import generate_step
@@ -32,13 +31,36 @@ import muser_mlx
 from muser_mlx import Embedding, Linear, Table, backends, linear
 from muser_mlx.linear import COMPILED_ROWS
 
+from common import markdown, random_q_bytes, save
+
 # Gemma 3 270M (its GGUF's metadata) and the types of its Q4_K_M file, by tensor
-GEMMA_270M = {"model_type": "gemma3_text", "hidden_size": 640, "num_hidden_layers": 18, "intermediate_size": 2048,
-              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "rms_norm_eps": 1e-6,
-              "vocab_size": 262144, "rope_theta": 1e6, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
-              "sliding_window": 512, "sliding_window_pattern": 6, "max_position_embeddings": 32768}
-GEMMA_TYPES = {"embed_tokens": "Q8_0", "q_proj": "Q5_0", "k_proj": "Q5_0", "v_proj": "Q8_0", "o_proj": "Q4_K",
-               "gate_proj": "Q5_0", "up_proj": "Q5_0", "down_proj": "Q6_K"}
+GEMMA_270M = {
+    "model_type": "gemma3_text",
+    "hidden_size": 640,
+    "num_hidden_layers": 18,
+    "intermediate_size": 2048,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "rms_norm_eps": 1e-6,
+    "vocab_size": 262144,
+    "rope_theta": 1e6,
+    "rope_local_base_freq": 10000.0,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "max_position_embeddings": 32768,
+}
+GEMMA_TYPES = {
+    "embed_tokens": "Q8_0",
+    "q_proj": "Q5_0",
+    "k_proj": "Q5_0",
+    "v_proj": "Q8_0",
+    "o_proj": "Q4_K",
+    "gate_proj": "Q5_0",
+    "up_proj": "Q5_0",
+    "down_proj": "Q6_K",
+}
 # Muse Glimmer's width and vocabulary (mlx-lm's muse_glimmer), two layers, Q4_K_M's types
 GLIMMER_2 = {"model_type": "muse_glimmer", "num_hidden_layers": 2}
 GLIMMER_TYPES = {"embed_tokens": "Q4_K", "lm_head": "Q6_K", "v_proj": "Q6_K", "down_proj": "Q6_K"}
@@ -68,8 +90,12 @@ def with_random_bytes(config: dict, types: dict, default: str, dtype: mx.Dtype):
         kind = name.rsplit(".", 1)[-1]
         if isinstance(m, (nn.Linear, nn.Embedding)):
             rows, dims = m.weight.shape
-            table = Table.from_bytes(random_q_bytes(types.get(kind, default), rows, dims), types.get(kind, default), dims)
-            swaps.append((name, Embedding.from_table(table, dtype) if isinstance(m, nn.Embedding) else Linear.from_table(table)))
+            table = Table.from_bytes(
+                random_q_bytes(types.get(kind, default), rows, dims), types.get(kind, default), dims
+            )
+            swaps.append(
+                (name, Embedding.from_table(table, dtype) if isinstance(m, nn.Embedding) else Linear.from_table(table))
+            )
     from mlx.utils import tree_unflatten
 
     model.update_modules(tree_unflatten(swaps))
@@ -132,7 +158,10 @@ def main() -> None:
         ours = with_random_bytes(config, GLIMMER_TYPES, "Q4_K", dtype)
     mx.eval(ours.parameters())
     vocab = ours.args.vocab_size
-    contenders = {"muser_mlx (GGUF bytes)": ours, f"float nn.Linear/nn.Embedding ({args.dtype})": float_twin(ours, config, dtype)}
+    contenders = {
+        "muser_mlx (GGUF bytes)": ours,
+        f"float nn.Linear/nn.Embedding ({args.dtype})": float_twin(ours, config, dtype),
+    }
     compiled_rows = {}  # contender -> linear.COMPILED_ROWS while it runs
     if mx.default_device() == mx.gpu:
         built = "muser_mlx, head calls built each call (COMPILED_ROWS 0)"
@@ -151,14 +180,31 @@ def main() -> None:
             if args.prefill:
                 prefill[name].append(prefill_seconds(contenders[name], vocab, args.prefill))
     base = statistics.median(decode[next(iter(contenders))])
-    rows, data = [], {"model": args.model, "dtype": args.dtype, "tokens": args.tokens, "rounds": args.rounds,
-                      "prefill_tokens": args.prefill, "results": {}}
+    rows, data = (
+        [],
+        {
+            "model": args.model,
+            "dtype": args.dtype,
+            "tokens": args.tokens,
+            "rounds": args.rounds,
+            "prefill_tokens": args.prefill,
+            "results": {},
+        },
+    )
     for name in contenders:
         d = statistics.median(decode[name])
         p = statistics.median(prefill[name]) if args.prefill else None
         rows.append([name, f"{1e3 * d:.2f}", f"{d / base:.2f}", f"{1e3 * p:.1f}" if p else "-"])
         data["results"][name] = {"decode_s_per_token": d, "prefill_s": p}
-    table = markdown(["model", "decode ms/token", "vs muser_mlx", f"prefill {args.prefill} tokens, ms" if args.prefill else "prefill"], rows)
+    table = markdown(
+        [
+            "model",
+            "decode ms/token",
+            "vs muser_mlx",
+            f"prefill {args.prefill} tokens, ms" if args.prefill else "prefill",
+        ],
+        rows,
+    )
     print(table)
     path = save(f"decode_{args.model}", f"Decode and prefill: {args.model}, {args.dtype}", table, data)
     print(f"saved {path}")

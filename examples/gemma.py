@@ -33,14 +33,18 @@ def main(prompt: str = "The capital of France is", max_tokens: int = 32, say=pri
         values = sum(math.prod(t.shape) for t in f.tensors.values())
     held = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
     say(f"{path.name}: {type(model).__module__}.Model, {values:,} parameters")
-    say(f"memory: {held / 2**20:,.1f} MiB held (GGUF bytes) against {2 * values / 2**20:,.1f} MiB as float16 "
-        f"({2 * values / held:.1f}x)")
+    say(
+        f"memory: {held / 2**20:,.1f} MiB held (GGUF bytes) against {2 * values / 2**20:,.1f} MiB as float16 "
+        f"({2 * values / held:.1f}x)"
+    )
     text = ""
     for response in stream_generate(model, tokenizer, prompt, max_tokens=max_tokens):
         text += response.text
     say(f"{prompt}{text}")
-    say(f"{response.generation_tokens} tokens at {response.generation_tps:.1f} tokens/s "
-        f"(prompt {response.prompt_tps:.1f} tokens/s) on {mx.default_device()}")
+    say(
+        f"{response.generation_tokens} tokens at {response.generation_tps:.1f} tokens/s "
+        f"(prompt {response.prompt_tps:.1f} tokens/s) on {mx.default_device()}"
+    )
     return text
 
 

@@ -101,8 +101,15 @@ class Embedding(TableModule):
 
     tied: bool | None = None
 
-    def __init__(self, num_embeddings: int, dims: int, qtype: str = "Q4_K", dtype: mx.Dtype = mx.float32,
-                 on_out_of_range: str = "clamp", backend: str = "auto"):
+    def __init__(
+        self,
+        num_embeddings: int,
+        dims: int,
+        qtype: str = "Q4_K",
+        dtype: mx.Dtype = mx.float32,
+        on_out_of_range: str = "clamp",
+        backend: str = "auto",
+    ):
         _check_dtype(dtype)
         if on_out_of_range not in ("clamp", "raise"):
             raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
@@ -119,7 +126,12 @@ class Embedding(TableModule):
 
     @classmethod
     def from_gguf(
-        cls, path: str | Path | GGUFFile, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
+        cls,
+        path: str | Path | GGUFFile,
+        tensor: str = "token_embd.weight",
+        dtype: mx.Dtype = mx.float32,
+        check: bool = False,
+        **kwargs,
     ) -> Embedding:
         """Load ``tensor`` of the GGUF at ``path`` (or of a file already open, see
         :func:`muser_mlx.gguf.open_gguf`), opening it once; raises ``GGUFError`` on a bad file or
@@ -177,7 +189,9 @@ class Embedding(TableModule):
         # this path is a few Python operations and, on a GPU, a compiled replay.
         if type(x) is mx.array and self._clamp:
             weight = self["weight"]
-            return gather_for(self._format.name, *weight.shape, self["dtype"].dtype, backends.select(self._backend))(weight, x)
+            return gather_for(self._format.name, *weight.shape, self["dtype"].dtype, backends.select(self._backend))(
+                weight, x
+            )
         return _lookup(self._gather(), self.table, x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:

@@ -128,7 +128,9 @@ class Linear(TableModule):
     tiles of dequantized rows and MLX's matmul otherwise), differentiable in x.
     """
 
-    def __init__(self, input_dims: int, output_dims: int, bias: bool = False, qtype: str = "Q4_K", backend: str = "auto"):
+    def __init__(
+        self, input_dims: int, output_dims: int, bias: bool = False, qtype: str = "Q4_K", backend: str = "auto"
+    ):
         backends.select(backend)
         super().__init__(output_dims, input_dims, qtype)
         self._backend = backend
@@ -156,8 +158,10 @@ class Linear(TableModule):
             if info is None:
                 raise GGUFError(f"{where} is not in the file")
             if len(info.shape) != 2 or info.qtype not in FORMATS:
-                raise GGUFError(f"{where} is {info.qtype} of shape {list(info.shape)}; a Linear needs a 2-D tensor "
-                                f"of a supported type ({', '.join(FORMATS)})")
+                raise GGUFError(
+                    f"{where} is {info.qtype} of shape {list(info.shape)}; a Linear needs a 2-D tensor "
+                    f"of a supported type ({', '.join(FORMATS)})"
+                )
             table = Table.from_bytes(f.read(tensor), info.qtype, info.shape[0])
         return cls.from_table(Table(table.data, table.format, table.dims, table.vocab, f"{f.path}:{tensor}"), **kwargs)
 
@@ -198,4 +202,6 @@ class Linear(TableModule):
         return lora
 
     def _extra_repr(self) -> str:
-        return f"input_dims={self.input_dims}, output_dims={self.output_dims}, bias={'bias' in self}, qtype={self.qtype}"
+        return (
+            f"input_dims={self.input_dims}, output_dims={self.output_dims}, bias={'bias' in self}, qtype={self.qtype}"
+        )

@@ -45,16 +45,26 @@ class TableModule(nn.Module):
     def _checked_weight(self, value) -> mx.array:
         fmt = self._format
         if (
-            isinstance(value, mx.array) and value.dtype == mx.uint8 and value.ndim == 2
-            and value.shape[0] >= 1 and value.shape[1] >= 1 and value.shape[1] % fmt.block_bytes == 0
+            isinstance(value, mx.array)
+            and value.dtype == mx.uint8
+            and value.ndim == 2
+            and value.shape[0] >= 1
+            and value.shape[1] >= 1
+            and value.shape[1] % fmt.block_bytes == 0
         ):
             dims = value.shape[1] // fmt.block_bytes * fmt.block_values
             return Table.from_bytes(value, fmt.name, dims).data  # a copy only where a GPU kernel could not load it
-        got = f"{str(value.dtype).rsplit('.', 1)[-1]} {list(value.shape)}" if isinstance(value, mx.array) else type(value).__name__
+        got = (
+            f"{str(value.dtype).rsplit('.', 1)[-1]} {list(value.shape)}"
+            if isinstance(value, mx.array)
+            else type(value).__name__
+        )
         hint = ""
         if isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.floating):
-            hint = (f"; a float matrix belongs in mlx.nn.{type(self).__name__}, or quantize it with "
-                    f"{type(self).__name__}.from_{type(self).__name__.lower()}(..., qtype={fmt.name!r})")
+            hint = (
+                f"; a float matrix belongs in mlx.nn.{type(self).__name__}, or quantize it with "
+                f"{type(self).__name__}.from_{type(self).__name__.lower()}(..., qtype={fmt.name!r})"
+            )
         here = repr(self) if "weight" in self else type(self).__name__
         raise ValueError(
             f"{here}: weight must be {fmt.name} bytes as stored in a GGUF file, uint8 [rows, k * {fmt.block_bytes}] "

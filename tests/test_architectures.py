@@ -14,15 +14,26 @@ from muser_mlx.lm.architectures import ARCHITECTURES, unpermute_rows
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
 
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 64, 96, 4, 2, 16, 300
-NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-         "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-         "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-         "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+NAMES = {
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+}
 
 
 def byte_level_alphabet() -> list[str]:
     """GPT-2's printable stand-in for each byte (Hugging Face's bytes_to_unicode), in byte order."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     extra = iter(range(256, 512))
     return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
 
@@ -67,13 +78,21 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0):
         matrix("output.weight", "lm_head.weight", VOCAB, HIDDEN)
     vector("output_norm.weight", "model.norm.weight", HIDDEN, 1.0)
     for i in range(2):
-        for kind, rows, cols in (("attn_q", HEADS * HEAD_DIM, HIDDEN), ("attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
-                                 ("attn_v", KV_HEADS * HEAD_DIM, HIDDEN), ("attn_output", HIDDEN, HEADS * HEAD_DIM),
-                                 ("ffn_gate", FFN, HIDDEN), ("ffn_up", FFN, HIDDEN), ("ffn_down", HIDDEN, FFN)):
+        for kind, rows, cols in (
+            ("attn_q", HEADS * HEAD_DIM, HIDDEN),
+            ("attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
+            ("attn_v", KV_HEADS * HEAD_DIM, HIDDEN),
+            ("attn_output", HIDDEN, HEADS * HEAD_DIM),
+            ("ffn_gate", FFN, HIDDEN),
+            ("ffn_up", FFN, HIDDEN),
+            ("ffn_down", HIDDEN, FFN),
+        ):
             matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", rows, cols)
             if arch == "qwen2" and kind in ("attn_q", "attn_k", "attn_v"):
                 vector(f"blk.{i}.{kind}.bias", f"model.layers.{i}.{NAMES[kind]}.bias", rows)
-        for kind, n in (("attn_norm", HIDDEN), ("ffn_norm", HIDDEN)) + ((("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM)) if arch == "qwen3" else ()):
+        for kind, n in (("attn_norm", HIDDEN), ("ffn_norm", HIDDEN)) + (
+            (("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM)) if arch == "qwen3" else ()
+        ):
             vector(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", n, 1.0)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -106,7 +125,11 @@ def test_unpermute_undoes_llama_cpps_permute():
     come back in order, for a weight's byte rows and for a bias."""
 
     def permute(weights, n_head):
-        return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+        return (
+            weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(weights.shape)
+        )
 
     rows = np.arange(8 * 64 * 3).reshape(8 * 64, 3)
     assert np.array_equal(unpermute_rows(permute(rows, 8), 8), rows)
@@ -133,7 +156,10 @@ def test_a_tensor_of_the_wrong_shape_is_a_gguf_error(tmp_path):
     data = (tmp_path / "q.gguf").read_bytes()
     key = b"qwen3.feed_forward_length"
     at = data.index(key) + len(key) + 4  # after the key and its u32 value type
-    patched = data[:at] + np.uint32(2 * FFN).tobytes() + data[at + 4:]
+    patched = data[:at] + np.uint32(2 * FFN).tobytes() + data[at + 4 :]
     (tmp_path / "wide.gguf").write_bytes(patched)
-    with pytest.raises(muser_mlx.GGUFError, match=r"tensor 'blk\.\d\.ffn_\w+\.weight' has shape \[\d+, \d+\]; the model's .*mlp.* needs \[\d+, \d+\]"):
+    with pytest.raises(
+        muser_mlx.GGUFError,
+        match=r"tensor 'blk\.\d\.ffn_\w+\.weight' has shape \[\d+, \d+\]; the model's .*mlp.* needs \[\d+, \d+\]",
+    ):
         muser_mlx.load(tmp_path / "wide.gguf")

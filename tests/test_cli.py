@@ -6,8 +6,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import fixture, reference
 from muser_mlx.cli import main
+
+from conftest import fixture, reference
 
 
 def test_inspect(capsys):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 

@@ -4,13 +4,14 @@ against the float reference: gguf-py's dequantized matrix in mlx.nn.Linear."""
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import fixture, map_float_fields, random_table_bytes, reference
 from mlx import nn
 from mlx.utils import tree_flatten
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Linear, Table
 from muser_mlx.backends import KERNEL_BACKENDS, select
+
+from conftest import fixture, map_float_fields, random_table_bytes, reference
 
 ON_GPU = select("auto") in KERNEL_BACKENDS
 gpu = pytest.mark.skipif(not ON_GPU, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
@@ -25,7 +26,10 @@ def trained_like(rng, qtype, rows, dims):
     """Random blocks of ``qtype`` whose float fields (scales) are in [0.001, 0.01), as a trained
     model's are: float16 x stays in range."""
     blocks = random_table_bytes(rng, qtype, rows, dims).reshape(-1, FORMATS[qtype].block_bytes)
-    scales = lambda bits, _: np.float16(rng.uniform(0.001, 0.01, bits.shape)).view(np.uint16)
+
+    def scales(bits, _):
+        return np.float16(rng.uniform(0.001, 0.01, bits.shape)).view(np.uint16)
+
     return map_float_fields(blocks, qtype, scales).reshape(rows, -1)
 
 

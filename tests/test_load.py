@@ -7,16 +7,17 @@ import json
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import fixture, write_gguf
 from mlx import nn
 from mlx.utils import tree_flatten
 
 import muser_mlx
 from muser_mlx import Embedding, GGUFError, Linear
 
+from conftest import fixture, write_gguf
+
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
-from mlx_lm.generate import generate_step
-from mlx_lm.utils import (
+from mlx_lm.generate import generate_step  # noqa: E402
+from mlx_lm.utils import (  # noqa: E402
     compute_bits_per_weight,
     get_total_parameters,
     save_config,
@@ -64,8 +65,11 @@ def test_without_undoing_the_qk_permutation_llama_cpp_disagrees(monkeypatch):
     """The permutation is verified against llama.cpp's numbers: leave it and they disagree."""
     from muser_mlx.lm import architectures
 
-    monkeypatch.setitem(architectures.ARCHITECTURES, "llama",
-                        architectures.Architecture("llama", "llama", architectures._llama, "float16", permuted_qk=False))
+    monkeypatch.setitem(
+        architectures.ARCHITECTURES,
+        "llama",
+        architectures.Architecture("llama", "llama", architectures._llama, "float16", permuted_qk=False),
+    )
     model, _ = muser_mlx.load(fixture("tiny-llama-Q4_K_M.gguf"))
     agreement, error = agreement_with_llama_cpp(model, "tiny-llama-Q4_K_M")
     assert agreement < 0.9 and error > 0.1
@@ -141,7 +145,9 @@ def test_stock_mlx_lm_rejects_the_saved_bytes(llama, tmp_path):
 
 def test_unsupported_architecture_names_the_supported_ones(tmp_path):
     path = write_gguf(tmp_path / "falcon.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)}, arch="falcon")
-    with pytest.raises(GGUFError, match="architecture 'falcon' is not supported; supported: llama, qwen2, qwen3, gemma3"):
+    with pytest.raises(
+        GGUFError, match="architecture 'falcon' is not supported; supported: llama, qwen2, qwen3, gemma3"
+    ):
         muser_mlx.load(path)
 
 
@@ -194,8 +200,10 @@ def test_adapters_load_as_mlx_lm_saves_them(tmp_path):
     trained, _ = muser_mlx.load(path)
     trained.freeze()
     linear_to_lora_layers(trained, config["num_layers"], config["lora_parameters"])
-    adapters = {k: mx.random.normal(v.shape, key=mx.random.key(i)).astype(v.dtype) * 0.01
-                for i, (k, v) in enumerate(tree_flatten(trained.trainable_parameters()))}
+    adapters = {
+        k: mx.random.normal(v.shape, key=mx.random.key(i)).astype(v.dtype) * 0.01
+        for i, (k, v) in enumerate(tree_flatten(trained.trainable_parameters()))
+    }
     trained.load_weights(list(adapters.items()), strict=False)
     mx.save_safetensors(str(tmp_path / "adapters.safetensors"), adapters)
     (tmp_path / "adapter_config.json").write_text(json.dumps(config))

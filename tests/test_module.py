@@ -3,7 +3,6 @@
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import assert_bits_equal, reference
 from mlx import nn
 from mlx.utils import tree_flatten
 
@@ -60,8 +59,10 @@ def test_a_float_table_is_a_clear_error(q4k_table, strict):
     table, _ = q4k_table
     model = nn.Sequential(Embedding(table.vocab, table.dims, "Q4_K"))
     with pytest.raises(ValueError, match=r"shape|Embedding\(11, 512, qtype=Q4_K.*uint8 \[rows, k \* 144\]"):
-        model.load_weights([("layers.0.weight", mx.zeros((table.vocab, table.dims))), ("layers.0.dtype", mx.zeros((0,)))],
-                           strict=strict)
+        model.load_weights(
+            [("layers.0.weight", mx.zeros((table.vocab, table.dims))), ("layers.0.dtype", mx.zeros((0,)))],
+            strict=strict,
+        )
     with pytest.raises(ValueError, match=r"Embedding\(11, 512.*got float32 \[11, 144\].*from_embedding"):
         model.layers[0].update({"weight": mx.zeros((table.vocab, 144))})
 

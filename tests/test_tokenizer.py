@@ -5,7 +5,6 @@ with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detoken
 import json
 
 import pytest
-from conftest import FIXTURES, fixture
 
 from muser_mlx.gguf import open_gguf
 from muser_mlx.lm.tokenizer import (
@@ -19,6 +18,8 @@ from muser_mlx.lm.tokenizer import (
     tokenizer_wrapper,
 )
 
+from conftest import FIXTURES, fixture
+
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
 
@@ -29,7 +30,7 @@ def llama_cpp(name: str) -> dict:
 
 def check_against_llama_cpp(tok, expected: dict) -> None:
     tok.encode_special_tokens = True  # llama.cpp's parse_special=false, as the fixtures were made
-    for text, ids in zip(expected["strings"], expected["string_ids"]):
+    for text, ids in zip(expected["strings"], expected["string_ids"], strict=True):
         assert tok.encode(text, add_special_tokens=False).ids == ids, text
     for prompt in expected["prompts"]:
         assert tok.encode(prompt["text"]).ids == prompt["ids"], prompt["text"]
@@ -67,7 +68,9 @@ def test_gemma_in_mlx_lms_wrapper(gemma):
         detokenizer.add_token(i)
     detokenizer.finalize()
     assert detokenizer.text == text
-    assert wrapper.encode("<start_of_turn>user")[1] == gemma_vocab.tokens.index("<start_of_turn>")  # parsed, as llama.cpp's prompts are
+    assert wrapper.encode("<start_of_turn>user")[1] == gemma_vocab.tokens.index(
+        "<start_of_turn>"
+    )  # parsed, as llama.cpp's prompts are
     assert {gemma_vocab.eos, gemma_vocab.tokens.index("<end_of_turn>")} <= wrapper.eos_token_ids
 
 
@@ -101,6 +104,7 @@ def test_space_prefix_bytes_and_user_defined_tokens(prefix):
 
 def test_a_file_without_a_vocabulary_is_a_clear_error(tmp_path):
     import numpy as np
+
     from conftest import write_gguf
 
     path = write_gguf(tmp_path / "novocab.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)})

@@ -73,8 +73,10 @@ class Metadata:
         head_dim = self.get("attention.key_length", hidden // heads)
         rope_dims = self.get("rope.dimension_count", head_dim)
         if rope_dims != head_dim:
-            raise GGUFError(f"{self.f.path}: {self.arch}.rope.dimension_count {rope_dims} is not the head dim {head_dim}; "
-                            "partial rotary embeddings are not supported")
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.rope.dimension_count {rope_dims} is not the head dim {head_dim}; "
+                "partial rotary embeddings are not supported"
+            )
         args = {
             "hidden_size": hidden,
             "num_hidden_layers": self.need("block_count"),
@@ -97,14 +99,20 @@ class Metadata:
 
 def _llama(m: Metadata) -> dict:
     # llama.cpp's default rope base for llama when the file names none: 10000
-    return {**m.common(), "rope_theta": m.get("rope.freq_base", 10000.0),
-            "attention_bias": "blk.0.attn_q.bias" in m.f.tensors, "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors}
+    return {
+        **m.common(),
+        "rope_theta": m.get("rope.freq_base", 10000.0),
+        "attention_bias": "blk.0.attn_q.bias" in m.f.tensors,
+        "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors,
+    }
 
 
 def _qwen2(m: Metadata) -> dict:
     args = _qwen3(m)
     if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
-        raise GGUFError(f"{m.f.path}: qwen2.attention.key_length {args['head_dim']} is not embedding_length / head_count")
+        raise GGUFError(
+            f"{m.f.path}: qwen2.attention.key_length {args['head_dim']} is not embedding_length / head_count"
+        )
     return args
 
 
@@ -146,9 +154,16 @@ ARCHITECTURES = {
         # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
         # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w). Four norms per block.
         Architecture(
-            "gemma3", "gemma3_text", _gemma3, "bfloat16", norm_offset=1.0,
-            block_tensors={"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
-                           "post_ffw_norm": "post_feedforward_layernorm"},
+            "gemma3",
+            "gemma3_text",
+            _gemma3,
+            "bfloat16",
+            norm_offset=1.0,
+            block_tensors={
+                "post_attention_norm": "post_attention_layernorm",
+                "ffn_norm": "pre_feedforward_layernorm",
+                "post_ffw_norm": "post_feedforward_layernorm",
+            },
         ),
     )
 }

@@ -28,8 +28,9 @@ from .tokenizer import Vocab, tokenizer_wrapper
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
-def load(path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | None = None, *,
-         backend: str = "auto") -> tuple[nn.Module, object]:
+def load(
+    path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | None = None, *, backend: str = "auto"
+) -> tuple[nn.Module, object]:
     """The GGUF model at ``path`` as mlx-lm's model of its architecture and its tokenizer, as
     ``mlx_lm.load`` returns them: ``mlx_lm.generate(*muser_mlx.load(path), prompt=...)`` works.
 
@@ -123,8 +124,10 @@ def use_gguf_modules(model: nn.Module, tensors: dict, dtype: mx.Dtype, backend: 
             continue
         qtype, (rows, dims) = info.qtype, module.weight.shape
         if tuple(info.shape) != (dims, rows):
-            raise GGUFError(f"{path}: tensor {info.name!r} has shape {list(info.shape)}; the model's {name} "
-                            f"(from the metadata) needs [{dims}, {rows}] (ggml order: inputs, outputs)")
+            raise GGUFError(
+                f"{path}: tensor {info.name!r} has shape {list(info.shape)}; the model's {name} "
+                f"(from the metadata) needs [{dims}, {rows}] (ggml order: inputs, outputs)"
+            )
         try:
             if isinstance(module, nn.Embedding):
                 swaps.append((name, Embedding(rows, dims, qtype, dtype, backend=backend)))

@@ -27,7 +27,8 @@ _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 PRE_TOKENIZERS = {
     "default": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
     "gpt-2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-    "llama-bpe": _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "llama-bpe": _CONTRACTIONS
+    + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "qwen2": _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
 PRE_TOKENIZERS["smaug-bpe"] = PRE_TOKENIZERS["llama-bpe"]
@@ -58,11 +59,19 @@ class Vocab:
         """From an open GGUF file (``muser_mlx.gguf.GGUFFile``); ``GGUFError`` without a vocabulary."""
         model = f.get("tokenizer.ggml.model")
         if model not in ("llama", "gpt2"):
-            raise GGUFError(f"{f.path}: tokenizer.ggml.model is {model!r}; supported: 'llama' (SentencePiece), 'gpt2' (BPE)")
+            raise GGUFError(
+                f"{f.path}: tokenizer.ggml.model is {model!r}; supported: 'llama' (SentencePiece), 'gpt2' (BPE)"
+            )
         tokens = list(f.array("tokenizer.ggml.tokens"))
         n = len(tokens)
-        types = [int(t) for t in f.array("tokenizer.ggml.token_type")] if "tokenizer.ggml.token_type" in f.metadata else [NORMAL] * n
-        scores = [float(s) for s in f.array("tokenizer.ggml.scores")] if "tokenizer.ggml.scores" in f.metadata else [0.0] * n
+        types = (
+            [int(t) for t in f.array("tokenizer.ggml.token_type")]
+            if "tokenizer.ggml.token_type" in f.metadata
+            else [NORMAL] * n
+        )
+        scores = (
+            [float(s) for s in f.array("tokenizer.ggml.scores")] if "tokenizer.ggml.scores" in f.metadata else [0.0] * n
+        )
         merges = list(f.array("tokenizer.ggml.merges")) if "tokenizer.ggml.merges" in f.metadata else []
         if len(types) != n or len(scores) != n:
             raise GGUFError(f"{f.path}: {n} tokens but {len(types)} token types and {len(scores)} scores")
@@ -77,10 +86,20 @@ class Vocab:
 
         spm = model == "llama"
         return cls(
-            model, tokens, types, scores, merges, f.get("tokenizer.ggml.pre", "default"),
-            special("bos"), special("eos"), special("unknown"), special("padding"),
-            bool(f.get("tokenizer.ggml.add_bos_token", spm)), bool(f.get("tokenizer.ggml.add_eos_token", False)),
-            bool(f.get("tokenizer.ggml.add_space_prefix", spm)), f.get("tokenizer.chat_template"),
+            model,
+            tokens,
+            types,
+            scores,
+            merges,
+            f.get("tokenizer.ggml.pre", "default"),
+            special("bos"),
+            special("eos"),
+            special("unknown"),
+            special("padding"),
+            bool(f.get("tokenizer.ggml.add_bos_token", spm)),
+            bool(f.get("tokenizer.ggml.add_eos_token", False)),
+            bool(f.get("tokenizer.ggml.add_space_prefix", spm)),
+            f.get("tokenizer.chat_template"),
         )
 
 
@@ -91,8 +110,9 @@ def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
     merges = []
     for i in sorted(range(len(tokens)), key=scores.__getitem__, reverse=True):
         token = tokens[i]
-        merges.extend((token[:cut], token[cut:]) for cut in range(1, len(token))
-                      if token[:cut] in known and token[cut:] in known)
+        merges.extend(
+            (token[:cut], token[cut:]) for cut in range(1, len(token)) if token[:cut] in known and token[cut:] in known
+        )
     return merges
 
 
@@ -112,31 +132,51 @@ def build_tokenizer(vocab: Vocab):
     ids = {token: i for i, token in enumerate(vocab.tokens)}
     unk = vocab.tokens[vocab.unk] if vocab.unk is not None else None
     if vocab.model == "llama":
-        model = models.BPE(ids, spm_merges(vocab.tokens, vocab.scores), unk_token=unk, byte_fallback=True, fuse_unk=False)
+        model = models.BPE(
+            ids, spm_merges(vocab.tokens, vocab.scores), unk_token=unk, byte_fallback=True, fuse_unk=False
+        )
         tok = Tokenizer(model)
         replace = normalizers.Replace(" ", "▁")
-        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), replace]) if vocab.add_space_prefix else replace
+        tok.normalizer = (
+            normalizers.Sequence([normalizers.Prepend("▁"), replace]) if vocab.add_space_prefix else replace
+        )
         steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
         tok.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if vocab.add_space_prefix else []))
     else:
         if vocab.pre not in PRE_TOKENIZERS:
-            raise GGUFError(f"tokenizer.ggml.pre {vocab.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}")
+            raise GGUFError(
+                f"tokenizer.ggml.pre {vocab.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
+            )
         merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
         tok = Tokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=False, ignore_merges=vocab.pre == "llama-bpe"))
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(PRE_TOKENIZERS[vocab.pre]), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(PRE_TOKENIZERS[vocab.pre]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         tok.decoder = decoders.ByteLevel()
-    tok.add_tokens([AddedToken(vocab.tokens[i], special=False, normalized=False)
-                    for i, t in enumerate(vocab.types) if t == USER_DEFINED])
-    tok.add_special_tokens([AddedToken(vocab.tokens[i], special=True, normalized=False)
-                            for i, t in enumerate(vocab.types) if t in (CONTROL, UNKNOWN)])
+    tok.add_tokens(
+        [
+            AddedToken(vocab.tokens[i], special=False, normalized=False)
+            for i, t in enumerate(vocab.types)
+            if t == USER_DEFINED
+        ]
+    )
+    tok.add_special_tokens(
+        [
+            AddedToken(vocab.tokens[i], special=True, normalized=False)
+            for i, t in enumerate(vocab.types)
+            if t in (CONTROL, UNKNOWN)
+        ]
+    )
     bos = [vocab.tokens[vocab.bos]] if vocab.add_bos and vocab.bos is not None else []
     eos = [vocab.tokens[vocab.eos]] if vocab.add_eos and vocab.eos is not None else []
     specials = [(t, ids[t]) for t in dict.fromkeys(bos + eos)]
     tok.post_processor = processors.TemplateProcessing(
-        single=" ".join(bos + ["$A"] + eos), pair=" ".join(bos + ["$A"] + eos + bos + ["$B"] + eos), special_tokens=specials
+        single=" ".join(bos + ["$A"] + eos),
+        pair=" ".join(bos + ["$A"] + eos + bos + ["$B"] + eos),
+        special_tokens=specials,
     )
     return tok
 
@@ -157,14 +197,21 @@ def tokenizer_wrapper(vocab: Vocab):
         return vocab.tokens[i] if i is not None else None
 
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=build_tokenizer(vocab), bos_token=name(vocab.bos), eos_token=name(vocab.eos),
-        unk_token=name(vocab.unk), pad_token=name(vocab.pad), chat_template=vocab.chat_template,
+        tokenizer_object=build_tokenizer(vocab),
+        bos_token=name(vocab.bos),
+        eos_token=name(vocab.eos),
+        unk_token=name(vocab.unk),
+        pad_token=name(vocab.pad),
+        chat_template=vocab.chat_template,
         clean_up_tokenization_spaces=False,
     )
     if vocab.model == "llama":
         detokenizer = partial(SPMStreamingDetokenizer, trim_space=vocab.add_space_prefix)
     else:
         detokenizer = BPEStreamingDetokenizer
-    eos = [i for i, (token, kind) in enumerate(zip(vocab.tokens, vocab.types))
-           if kind == CONTROL and token in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")]
+    eos = [
+        i
+        for i, (token, kind) in enumerate(zip(vocab.tokens, vocab.types, strict=True))
+        if kind == CONTROL and token in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")
+    ]
     return TokenizerWrapper(fast, detokenizer, eos_token_ids=eos + ([vocab.eos] if vocab.eos is not None else []))
