@@ -219,8 +219,14 @@ def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend:
 
     if backend not in backends.KERNEL_BACKENDS:
         return gather
-    compiled = mx.compile(gather)
-    return lambda weight, ids: (compiled if ids.size <= tuning.COMPILED_IDS else gather)(weight, ids)
+    compiled, device = mx.compile(gather), backends.BACKENDS[backend]
+
+    def kernel_gather(weight: mx.array, ids: mx.array) -> mx.array:
+        # the bytes as the kernels read them (aligned, resident) before the trace, which sees a tracer
+        weight = device.kernel_data(weight)
+        return (compiled if ids.size <= tuning.COMPILED_IDS else gather)(weight, ids)
+
+    return kernel_gather
 
 
 def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:

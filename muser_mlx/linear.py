@@ -57,8 +57,12 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
         logits = mx.zeros((0, table.vocab), x.dtype)
     else:
         call, compiled = differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)
-        small = backend in backends.KERNEL_BACKENDS and flat.shape[0] <= COMPILED_ROWS
-        logits = (compiled if small else call)(table.data, flat)
+        if backend in backends.KERNEL_BACKENDS:
+            # the bytes as the kernels read them (aligned, resident) before a trace, which sees a tracer
+            data = backends.BACKENDS[backend].kernel_data(table.data)
+            logits = (compiled if flat.shape[0] <= COMPILED_ROWS else call)(data, flat)
+        else:
+            logits = call(table.data, flat)
     return logits.reshape(*x.shape[:-1], table.vocab)
 
 

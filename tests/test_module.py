@@ -8,7 +8,7 @@ from mlx.utils import tree_flatten
 
 from muser_mlx import Embedding, Table, embedding
 
-from conftest import assert_bits_equal, reference
+from conftest import assert_bits_equal, random_table_bytes, reference
 
 
 def test_drop_in_for_nn_embedding(q4k_table):
@@ -169,3 +169,20 @@ def test_from_bytes_rejects_wrong_shapes():
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q4_K", 100)
     with pytest.raises(ValueError, match="unsupported format"):
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q9_9", 256)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not (mx.metal.is_available() or mx.cuda.is_available()),
+    reason="needs MLX's Metal or CUDA backend; this MLX build has neither",
+)
+@pytest.mark.parametrize("n", [1, 100])
+def test_a_weight_off_the_kernels_alignment_is_read_right(n):
+    """A weight that is a view 34 bytes into a larger array (Q8_0 rows of 32 values): the bytes are
+    made kernel-ready before the compiled few-id call and the one built per call alike."""
+    raw = random_table_bytes(np.random.default_rng(2), "Q8_0", 200, 32)
+    big = mx.array(np.concatenate([raw[:1], raw]))
+    emb = Embedding(200, 32, "Q8_0")
+    emb.weight = big[1:]
+    ids = mx.array(np.arange(n) % 200)
+    assert_bits_equal(emb(ids), reference(raw, "Q8_0", np.arange(n) % 200))
