@@ -45,3 +45,32 @@ def test_a_few_lora_steps_lower_gemmas_loss(gemma_path, tmp_path):
     losses.append(default_loss(model, batch, lengths)[0].item())
     assert losses[-1] < losses[0] - 0.05, losses
     assert np.array_equal(np.array(adapted[0].linear.weight), frozen)
+
+
+def test_compiled_training_step_as_mlx_lms_trainer():
+    """mlx-lm's trainer compiles its step with the model's and optimizer's state as inputs and
+    outputs; through the projections' and the untied head's kernels (tiny-llama, CPU) it trains."""
+    from functools import partial
+
+    from conftest import fixture
+
+    model, tokenizer = muser_mlx.load(fixture("tiny-llama-Q4_K_M.gguf"), dtype=mx.float32)
+    model.freeze()
+    linear_to_lora_layers(model, 1, {"rank": 4, "scale": 10.0, "dropout": 0.0})
+    batch = mx.array([tokenizer.encode("The quick brown fox jumps over the lazy dog.")])
+    lengths = mx.array([[1, batch.shape[1] - 1]])
+    optimizer = optim.Adam(learning_rate=1e-2)
+    loss_and_grad = nn.value_and_grad(model, default_loss)
+    state = [model.state, optimizer.state, mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(batch, lengths):
+        (loss, _), grads = loss_and_grad(model, batch, lengths)
+        optimizer.update(model, grads)
+        return loss
+
+    losses = []
+    for _ in range(3):
+        losses.append(step(batch, lengths))
+        mx.eval(state, losses[-1])
+    assert losses[-1].item() < losses[0].item(), [loss.item() for loss in losses]
