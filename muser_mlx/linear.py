@@ -52,18 +52,9 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
         raise TypeError(f"as_linear takes float32, float16 or bfloat16 x, got {x.dtype}")
     if x.ndim == 0 or x.shape[-1] != table.dims:
         raise ValueError(f"x must have shape [..., {table.dims}] for {table!r}, got {list(x.shape)}")
-    flat = x.reshape(-1, table.dims)
-    if flat.shape[0] == 0:
-        logits = mx.zeros((0, table.vocab), x.dtype)
-    else:
-        call, compiled = differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)
-        if backend in backends.KERNEL_BACKENDS:
-            # the bytes as the kernels read them (aligned, resident) before a trace, which sees a tracer
-            data = backends.BACKENDS[backend].kernel_data(table.data)
-            logits = (compiled if flat.shape[0] <= COMPILED_ROWS else call)(data, flat)
-        else:
-            logits = call(table.data, flat)
-    return logits.reshape(*x.shape[:-1], table.vocab)
+    if x.size == 0:
+        return mx.zeros((*x.shape[:-1], table.vocab), x.dtype)
+    return differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)(table.data, x)
 
 
 def tied_head(f, tensor: str) -> bool | None:
@@ -78,12 +69,14 @@ def tied_head(f, tensor: str) -> bool | None:
 
 @cache
 def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
-    """``(weight, x [n, dims]) -> logits [n, vocab]`` for a ``uint8 [vocab, row_bytes]`` table of
-    ``qtype``, as an ``mx.custom_function`` (one per format, sizes and backend for the process),
-    and its ``mx.compile``:
-    the kernels have no derivative of their own (MLX: "[Primitive::vjp] Not implemented for
-    CustomKernel"), so its vjp gives x's cotangent from the same bytes, :func:`input_gradient`.
-    The table is frozen: its cotangent is zeros, built lazily and so never allocated."""
+    """``(weight, x [..., dims]) -> logits [..., vocab]`` (x not empty) for a ``uint8 [vocab,
+    row_bytes]`` table of ``qtype``, one for the process per format, sizes and backend.
+
+    The logits of ``x [n, dims]`` are an ``mx.custom_function``: the kernels have no derivative of
+    their own (MLX: "[Primitive::vjp] Not implemented for CustomKernel"), so its vjp gives x's
+    cotangent from the same bytes, :func:`input_gradient`; the table is frozen, its cotangent
+    zeros, built lazily and so never allocated. On a GPU backend, x of at most COMPILED_ROWS
+    rows goes through ``mx.compile`` of the whole call, replayed per x shape."""
     fmt = FORMATS[qtype]
     dims = row_bytes // fmt.block_bytes * fmt.block_values
 
@@ -96,7 +89,19 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
         weight = primals[0]
         return mx.zeros_like(weight), input_gradient(Table(weight, fmt, dims, vocab), cotangent, backend)
 
-    return logits, mx.compile(logits)
+    def call(weight: mx.array, x: mx.array) -> mx.array:
+        return logits(weight, x.reshape(-1, dims)).reshape(*x.shape[:-1], vocab)
+
+    if backend not in backends.KERNEL_BACKENDS:
+        return call
+    compiled, device = mx.compile(call), backends.BACKENDS[backend]
+
+    def kernel_call(weight: mx.array, x: mx.array) -> mx.array:
+        # the bytes as the kernels read them (aligned, resident) before a trace, which sees a tracer
+        weight = device.kernel_data(weight)
+        return (compiled if x.size <= COMPILED_ROWS * dims else call)(weight, x)
+
+    return kernel_call
 
 
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
@@ -192,7 +197,13 @@ class Linear(TableModule):
         return self._backend
 
     def __call__(self, x: mx.array) -> mx.array:
-        y = as_linear(self.table, x, backend=self._backend)
+        # every projection of a model, once per token in a decode step: the checks of as_linear
+        # in a few Python operations, then the cached call (on a GPU a compiled replay)
+        weight = self["weight"]
+        if type(x) is mx.array and x.dtype in X_DTYPES and x.ndim and x.size and x.shape[-1] == self.dims:
+            y = differentiable_head(self._format.name, *weight.shape, backends.select(self._backend))(weight, x)
+        else:
+            y = as_linear(self.table, x, backend=self._backend)
         return y + self["bias"] if "bias" in self else y
 
     def to_lora(self, r: int = 8, scale: float = 20.0, dropout: float = 0.0):

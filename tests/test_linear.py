@@ -164,13 +164,18 @@ def test_compiled_head_calls_match_and_differentiate(monkeypatch):
 
     from muser_mlx import backends
     from muser_mlx.backends import ops
+    from muser_mlx.linear import differentiable_head
 
     linear, dense = projection("Q5_0", inputs=64)
     x = mx.random.normal((2, 64), key=mx.random.key(3))
     monkeypatch.setattr(backends, "KERNEL_BACKENDS", ("metal", "cuda", "ops"))
     monkeypatch.setitem(backends.BACKENDS, "ops", SimpleNamespace(kernel_data=lambda data: data, bind=ops.bind))
+    differentiable_head.cache_clear()
     out, grad = linear(x), mx.grad(lambda x: (linear(x) ** 2).sum())(x)
+    compiled = differentiable_head("Q5_0", 40, linear.weight.shape[1], "ops")
     monkeypatch.undo()
+    differentiable_head.cache_clear()
+    assert compiled.__name__ == "kernel_call"
     assert relative_error(out, linear(x)) == 0
     assert relative_error(grad, mx.grad(lambda x: (dense(x) ** 2).sum())(x)) < 1e-5
 
@@ -192,3 +197,14 @@ def test_from_gguf_is_the_files_projection():
         Linear.from_gguf(path, "nope")
     with pytest.raises(muser_mlx.GGUFError, match=r"F32 of shape \[512\]; a Linear needs a 2-D tensor"):
         Linear.from_gguf(path, "output_norm.weight")
+
+
+def test_x_the_fast_path_refuses_gets_as_linears_errors():
+    linear, _ = projection("Q8_0", inputs=64)
+    with pytest.raises(ValueError, match=r"x must have shape \[\.\.\., 64\]"):
+        linear(mx.ones((2, 32)))
+    with pytest.raises(ValueError, match="x must have shape"):
+        linear(mx.array(1.0))
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16 x"):
+        linear(mx.ones((2, 64), mx.int32))
+    assert linear(mx.zeros((0, 64))).shape == (0, 40) and linear([[0.0] * 64]).shape == (1, 40)
