@@ -1,4 +1,4 @@
-# make demo: create .venv, install muser_mlx (with the test and notebook extras), run the demo.
+# make demo: create .venv, install muser_mlx (with the test, notebook, lint and lm extras), run the demo.
 # make test: the same, then ruff and the tests (the examples notebook included).
 # make lint: ruff's lint and format checks; make format: ruff's fixes and formatting, and
 # clang-format over kernels/ (kernels/.clang-format), in place.
@@ -38,7 +38,7 @@ clang:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test,notebook,lint]"
+	$(BIN)/python -m pip install -q -e ".[test,notebook,lint,lm]"
 	touch $(STAMP)
 
 clean:

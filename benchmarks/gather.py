@@ -69,7 +69,7 @@ def main() -> None:
     dtype = getattr(mx, args.dtype)
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        contenders[f"muser_mlx {qtype}"] = (Embedding(table, dtype), table.row_bytes, dtype.size)
+        contenders[f"muser_mlx {qtype}"] = (Embedding.from_table(table, dtype), table.row_bytes, dtype.size)
     if not args.no_baselines:
         dense = nn.Embedding(vocab, dims)
         dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)

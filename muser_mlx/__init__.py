@@ -4,7 +4,8 @@ from .check import TableReport, check_table
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
-from .linear import as_linear
+from .linear import Linear, as_linear
+from .lm import load
 from .quantize import quantize
 from .table import Table
 from .writer import save_gguf
@@ -12,7 +13,9 @@ from .writer import save_gguf
 __all__ = [
     "Embedding",
     "embedding",
+    "Linear",
     "as_linear",
+    "load",
     "quantize_embeddings",
     "GGUFError",
     "FORMATS",

@@ -59,6 +59,26 @@ def demo(args) -> None:
     run(args.file, args.tensor, print)
 
 
+def generate(args) -> None:
+    try:
+        from mlx_lm.generate import stream_generate
+        from mlx_lm.sample_utils import make_sampler
+    except ImportError:
+        raise SystemExit("muser-mlx generate needs the lm extra: pip install 'muser_mlx[lm]'") from None
+    from .lm import load
+
+    model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
+    response = None
+    for response in stream_generate(model, tokenizer, args.prompt, max_tokens=args.max_tokens,
+                                    sampler=make_sampler(args.temp)):
+        print(response.text, end="", flush=True)
+    print()
+    if response is not None:
+        print(f"prompt: {response.prompt_tokens} tokens, {response.prompt_tps:.1f} tokens/s; "
+              f"generation: {response.generation_tokens} tokens, {response.generation_tps:.1f} tokens/s; "
+              f"peak memory {response.peak_memory:.3f} GB")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="muser-mlx", description="GGUF quantized token embeddings for MLX.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -77,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
     p.add_argument("--tensor", default="token_embd.weight")
     p.set_defaults(run=demo)
+    p = sub.add_parser("generate", help="run a GGUF model (llama, qwen2, qwen3, gemma3) in mlx-lm: text, tokens per second")
+    p.add_argument("file", type=Path)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-tokens", type=int, default=100)
+    p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    p.add_argument("--dtype", choices=DTYPES, help="compute dtype (default: the model family's)")
+    p.set_defaults(run=generate)
     args = ap.parse_args(argv)
     try:
         args.run(args)

@@ -180,3 +180,4 @@ def q4k_table() -> tuple[Table, np.ndarray]:
     """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
     data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
     return Table.from_bytes(data, "Q4_K", 512), data
+

@@ -289,7 +289,7 @@ def test_which_head_kernel(monkeypatch):
 def test_module_and_function_agree_under_compile():
     rng = np.random.default_rng(7)
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 300, 512), "Q4_K", 512)
-    emb = Embedding(table)
+    emb = Embedding.from_table(table)
     for shape in [(512,), (3, 512), (2, 20, 512)]:
         x = mx.array(rng.standard_normal(shape).astype(np.float32))
         eager = emb.as_linear(x)
@@ -417,7 +417,7 @@ def test_gpu_table_from_a_misaligned_view(offset):
     x = mx.array(rng.standard_normal((3, 512)).astype(np.float32))
     assert_close(as_linear(table, x), x, dequantized(data, "Q4_K"))
     ids = np.arange(40)
-    assert np.array_equal(np.array(Embedding(table)(mx.array(ids))), dequantized(data, "Q4_K")[ids].astype(np.float32))
+    assert np.array_equal(np.array(Embedding.from_table(table)(mx.array(ids))), dequantized(data, "Q4_K")[ids].astype(np.float32))
 
 
 def write_gguf(path, with_head: bool):
@@ -454,4 +454,4 @@ def test_untied_head_reported_quietly(tmp_path, caplog):
         assert Embedding.from_gguf(fixture("tiny-llama-Q4_K_M.gguf")).tied is False
         assert Embedding.from_gguf(path, tensor="output.weight").tied is False
     assert caplog.records == []
-    assert Embedding(Table.from_gguf(path)).tied is None
+    assert Embedding.from_table(Table.from_gguf(path)).tied is None

@@ -71,7 +71,7 @@ def test_out_of_range_mx_ids_clamp_and_are_counted(table, name, ids):
     with pytest.raises(IndexError):
         embedding(t, x, check_ids=True)
     with pytest.raises(IndexError):
-        Embedding(t, on_out_of_range="raise")(x)
+        Embedding.from_table(t, on_out_of_range="raise")(x)
 
 
 @pytest.mark.parametrize("name, ids", IN_RANGE, ids=[n for n, _ in IN_RANGE])
@@ -185,14 +185,14 @@ def test_kernel_gather_compiles_small_batches(table):
 
 def test_embedding_counts_clamped_ids_lazily(table):
     t, data = table
-    emb = Embedding(t)
+    emb = Embedding.from_table(t)
     x = mx.array([[0, -1], [VOCAB, 4]])
     rows, count = emb.lookup_with_count(x)
     assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
     assert count.item() == 2
     assert_bits_equal(emb(x), reference(data, t.qtype, np.array(x)))  # "clamp" is the default
     with pytest.raises(ValueError, match="on_out_of_range"):
-        Embedding(t, on_out_of_range="ignore")
+        Embedding.from_table(t, on_out_of_range="ignore")
 
 
 @settings(max_examples=60, deadline=None)
@@ -220,17 +220,17 @@ def test_bools_among_host_ids(table, ids):
     with pytest.raises(TypeError, match="token ids must be integers, got a bool among them"):
         embedding(t, ids)
     with pytest.raises(TypeError, match="got a bool"):
-        Embedding(t)(ids)
+        Embedding.from_table(t)(ids)
 
 
 def test_raise_under_compile_says_to_clamp_and_count(table):
     """Inside mx.compile the ids are tracers: checking them would evaluate them on the host."""
     t, data = table
-    emb = Embedding(t, on_out_of_range="raise")
+    emb = Embedding.from_table(t, on_out_of_range="raise")
     x = mx.array([1, 3])
     for fn in (mx.compile(emb), mx.compile(lambda ids: embedding(t, ids, check_ids=True))):
         with pytest.raises(ValueError, match="cannot be range-checked inside mx.compile.*lookup_with_count"):
             fn(x)
-    rows, count = mx.compile(Embedding(t).lookup_with_count)(mx.array([1, VOCAB]))
+    rows, count = mx.compile(Embedding.from_table(t).lookup_with_count)(mx.array([1, VOCAB]))
     assert_bits_equal(rows, reference(data, t.qtype, [1, VOCAB]))
     assert count.item() == 1
