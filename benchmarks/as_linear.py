@@ -31,7 +31,8 @@ import mlx.nn as nn
 import numpy as np
 
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
-from muser_mlx import Table, as_linear, backends, linear
+from muser_mlx import Table, as_linear, backends
+from muser_mlx.backends import head
 
 TILES = (1024, 4096, 16384)
 QUEUED = 8
@@ -45,6 +46,11 @@ def mlx_heads(vocab: int, dims: int, dtype: mx.Dtype):
     f.weight = f.weight.astype(mx.float16)
     mx.eval(q.parameters(), f.parameters())
     return q, f
+
+
+def streamed(table, x: mx.array, backend: str) -> mx.array:
+    """The streaming kernel head.choose picks for x's rows, past its streaming limits."""
+    return head.HEADS[head.choose(table, min(x.shape[0], head.MATVEC_MAX_ROWS), x.dtype, backend)](table, x, backend)
 
 
 def main() -> None:
@@ -69,8 +75,8 @@ def main() -> None:
 
     heads_by_name = {"as_linear": lambda x: as_linear(table, x)}
     if gpu:
-        heads_by_name["streamed"] = lambda x: linear.streamed(table, x, backend)
-    heads_by_name |= {f"tiled@{r}": lambda x, r=r: linear.tiled(table, x, backend, r) for r in TILES}
+        heads_by_name["streamed"] = lambda x: streamed(table, x, backend)
+    heads_by_name |= {f"tiled@{r}": lambda x, r=r: head.tiled(table, x, backend, r) for r in TILES}
     if heads is not None:
         heads_by_name |= {"mlx q4": heads[0].as_linear, "mlx f16": heads[1].as_linear}
 
@@ -94,9 +100,9 @@ def main() -> None:
         f"\n\nBackend `{backend}`, median of {args.reps} calls after a warm-up. Q4_K table: "
         f"{table.nbytes / 2**20:.1f} MiB; GB/s = table bytes / as_linear time (one call per evaluation, "
         f"or queued: the difference of {2 * QUEUED} and {QUEUED} queued calls / {QUEUED}); copy bandwidth "
-        f"(float32 elementwise, read + write, queued alike): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, "
-        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {linear.MMA_MIN_ROWS[dtype]}, {linear.MMA_MAX_ROWS}, "
-        f"TILE_ROWS = {linear.TILE_ROWS}."
+        f"(float32 elementwise, read + write, queued alike): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {head.MATVEC_MAX_ROWS}, "
+        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {head.MMA_MIN_ROWS[dtype]}, {head.MMA_MAX_ROWS}, "
+        f"TILE_ROWS = {head.TILE_ROWS}."
     )
     stem = "as_linear_small" if args.small else "as_linear"
     print(save(stem, f"as_linear, Q4_K dims {dims:,} vocab {vocab:,}, x {args.dtype}", table_md, results))

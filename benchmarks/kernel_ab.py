@@ -24,6 +24,7 @@ import mlx.core as mx
 
 from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
 from muser_mlx import Embedding, Table
+from muser_mlx.backends import head
 from muser_mlx.backends import kernel as K
 
 KERNELS = ("gather_kernel", "matvec_kernel", "xruns_kernel", "bytedot_kernel", "mma_kernel")
@@ -89,14 +90,14 @@ def main() -> None:
         mx.eval(table.data)
         sizes = [(f"n={n}", fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims)) for n in (4096, 32768)]
         rounds(f"gather {qtype}", lambda table=table: Embedding(table), (mx.arange(0, vocab, 997),), sizes)
-    for qtype, head, rows in HEADS if args.heads else ():
+    for qtype, kernel, rows in HEADS if args.heads else ():
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
         mx.eval(table.data)
 
         def make_args(i, rows=rows):
             return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
 
-        rounds(f"{head} {qtype} rows={rows}", lambda table=table, head=head: lambda x: getattr(K.CUDA, head)(table, x),
+        rounds(f"{kernel} {qtype} rows={rows}", lambda table=table, kernel=kernel: lambda x: head.HEADS[kernel](table, x, "cuda"),
                make_args(0), [("table", make_args, table.data.nbytes)])
     use(both["new"])
 

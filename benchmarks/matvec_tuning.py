@@ -8,9 +8,9 @@ one call per evaluation, and queued (common.queued_seconds: device time per call
 the GB/s of the table bytes it streams (n / ROWS passes) against the copy bandwidth of the same
 run. (The recorded H100 sweep, results/matvec_tuning_gpu.md, predates queued_seconds: its "in
 flight" column timed 4 calls built and evaluated inside one timing.)
-backends/kernel.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values (BYTEDOT_VROWS and
+backends/head.py's rows_per_pass, VOCAB_ROWS_PER_WARP and matvec_values (BYTEDOT_VROWS and
 bytedot_constants' RUNS) take the fastest (benchmarks/as_linear.py's streamed column sets
-linear.MATVEC_MAX_ROWS).
+head.MATVEC_MAX_ROWS).
 
     python benchmarks/matvec_tuning.py [--rows 1 2 4 8 16] [--dtype float16] [--kernel bytedot]
 """
@@ -24,6 +24,7 @@ import numpy as np
 
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 from muser_mlx import Table, backends
+from muser_mlx.backends import head
 
 QUEUED = 4
 
@@ -40,7 +41,7 @@ def main() -> None:
                "bytedot": [(v, r) for v in (2, 4, 8, 16) for r in (1, 2)]}[args.kernel]
     third = {"matvec": "VALUES", "bytedot": "RUNS"}[args.kernel]
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
-    device = backends.BACKENDS[backends.select("auto")]
+    backend = backends.select("auto")
     table = Table.from_bytes(random_q_bytes("Q4_K", vocab, dims), "Q4_K", dims)
     copy = copy_bandwidth()
     rng = np.random.default_rng(0)
@@ -51,7 +52,7 @@ def main() -> None:
             for vrows, values in layouts:
                 if per_pass * vrows > 32:
                     continue
-                call = lambda x, r=per_pass, v=vrows, k=values: getattr(device, args.kernel)(table, x, r, v, k)
+                call = lambda x, r=per_pass, v=vrows, k=values: head.HEADS[args.kernel](table, x, backend, r, v, k)
                 one = median_seconds(lambda i: (x,), call, args.reps)
                 many = queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
                 streamed = table.nbytes * -(-n // per_pass)

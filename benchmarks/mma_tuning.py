@@ -4,8 +4,8 @@ vocab 202,048), beside the lane-wise matvec (kernels/matvec.h, its own tuned lay
 
 For each format, x dtype and row count n of x: the median time of one call per evaluation for
 each (VTILES, XTILES), with the GB/s of the table bytes it streams (ceil(n / (8 * XTILES))
-passes) against the copy bandwidth of the same run. backends/kernel.py's MMA_VTILES and
-mma_tiles, and linear.py's MMA_MIN_ROWS, take the fastest.
+passes) against the copy bandwidth of the same run. backends/head.py's MMA_VTILES,
+mma_tiles and MMA_MIN_ROWS, take the fastest.
 
     python benchmarks/mma_tuning.py [--rows 1 2 8 16] [--formats Q4_K Q6_K] [--dtypes float16]
 """
@@ -18,8 +18,9 @@ import mlx.core as mx
 import numpy as np
 
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
-from muser_mlx import Table, backends
-from muser_mlx.backends.kernel import MMA_COLS, rows_per_pass
+from muser_mlx import Table
+from muser_mlx.backends import head
+from muser_mlx.backends.head import MMA_COLS, rows_per_pass
 
 TILES = [(v, x) for v in (1, 2, 4) for x in (1, 2)]
 
@@ -32,7 +33,6 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=10)
     args = p.parse_args()
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
-    device = backends.BACKENDS["cuda"]
     copy = copy_bandwidth()
     rng = np.random.default_rng(0)
     rows, runs = [], []
@@ -42,9 +42,9 @@ def main() -> None:
         for dtype in args.dtypes:
             for n in args.rows:
                 x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, dtype))
-                layouts = {f"{v} x {k}": (lambda x, t=(v, k): device.mma(table, x, t), -(-n // (MMA_COLS * k)))
+                layouts = {f"{v} x {k}": (lambda x, t=(v, k): head.mma(table, x, "cuda", t), -(-n // (MMA_COLS * k)))
                            for v, k in TILES if k == 1 or n > 8}
-                layouts["matvec"] = (lambda x: device.matvec(table, x), -(-n // rows_per_pass(n)))
+                layouts["matvec"] = (lambda x: head.matvec(table, x, "cuda"), -(-n // rows_per_pass(n)))
                 for name, (call, passes) in layouts.items():
                     seconds = median_seconds(lambda i: (x,), call, args.reps)
                     runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))

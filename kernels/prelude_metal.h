@@ -4,6 +4,8 @@ using namespace metal;
 
 #define MUSER_FN inline
 #define MUSER_LOCAL thread
+// A read-only table at program scope (the IQ grids, kernels/iq*_grid.h).
+#define MUSER_CONSTANT constant
 
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
 inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }

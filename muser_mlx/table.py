@@ -11,7 +11,7 @@ import numpy as np
 from .check import check_table
 from .errors import GGUFError
 from .formats import Format, get_format
-from .gguf import read_tensor
+from .gguf import GGUFFile, TensorInfo, opened, table_tensor
 from .memory import check_fits
 
 
@@ -43,6 +43,18 @@ def _kernel_ready(data: mx.array) -> mx.array:
     return data
 
 
+def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
+    """``uint8 [rows, row_bytes]``: ``t``'s bytes read from ``f`` into the memory of a new MLX
+    array. The array is evaluated on the CPU stream first (a fresh, contiguous buffer that no
+    other array shares) and nothing else sees it until it is filled; a short read raises
+    ``GGUFError`` and drops it. Reading into a NumPy array and copying that into MLX would hold
+    the table twice at the peak (benchmarks/open_gguf.py)."""
+    data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
+    mx.eval(data)
+    f.read_into(t.name, memoryview(data))
+    return data
+
+
 @dataclass(frozen=True)
 class Table:
     """``data`` is ``uint8 [vocab, row_bytes]``: row ``i`` is token ``i``'s blocks exactly as
@@ -67,17 +79,20 @@ class Table:
         return self.vocab * self.row_bytes
 
     @classmethod
-    def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight", check: bool = False) -> "Table":
-        """Memory-map ``path`` and copy ``tensor``'s bytes once into an MLX array.
+    def from_gguf(cls, source: str | Path | GGUFFile, tensor: str = "token_embd.weight", check: bool = False) -> Table:
+        """Read ``tensor``'s bytes once, straight into a new MLX array, from ``source``: a path
+        (opened and closed here) or a :class:`muser_mlx.gguf.GGUFFile` already open.
 
         Raises ``GGUFError`` (a ``ValueError``) naming the file, the tensor and the problem,
-        also before copying when the bytes would not fit in memory. ``check=True`` also runs
-        :func:`muser_mlx.check_table` and raises ``GGUFError`` if any scale is NaN or Inf.
+        also before reading when the bytes would not fit in memory, and when the file shrinks
+        while they are read. ``check=True`` also runs :func:`muser_mlx.check_table` and raises
+        ``GGUFError`` if any scale is NaN or Inf.
         """
-        t = read_tensor(path, tensor)
-        where = f"{t.path}: tensor {t.name!r}"
-        check_fits(t.data.nbytes, where)
-        table = cls(_resident(mx.array(t.data)), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
+        with opened(source) as f:
+            info, fmt = table_tensor(f, tensor)
+            where = f"{f.path}: tensor {tensor!r}"
+            check_fits(info.nbytes, where)
+            table = cls(_resident(_read_table(f, info)), fmt, *info.shape, f"{f.path}:{tensor}")
         if check:
             report = check_table(table)
             if not report.ok:

@@ -24,22 +24,18 @@ import mlx.core as mx
 import numpy as np
 
 from muser_mlx import FORMATS
-from muser_mlx.backends.kernel import (
-    KERNELS,
-    METAL,
+from muser_mlx.backends.head import (
     MMA_ROWS,
     WARP,
     bytedot_constants,
-    gather_constants,
     matvec_constants,
     matvec_threads,
     mma_constants,
     mma_operands,
-    table_words,
-    values_per_thread,
     x_planes,
     x_run_words,
 )
+from muser_mlx.backends.kernel import KERNELS, METAL, gather_constants, table_words, values_per_thread
 
 SHIM = Path(__file__).parent / "metal_on_cpu"
 CXX = shutil.which("g++") or shutil.which("clang++")

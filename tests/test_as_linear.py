@@ -16,16 +16,15 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import fixture, map_float_fields, random_table_bytes
+from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
-from muser_mlx import linear
-from muser_mlx.backends import _GPU_BACKEND
-from muser_mlx.backends.kernel import bytedot_constants, mma_operands, x_planes
+from muser_mlx.backends import _GPU_BACKEND, head
+from muser_mlx.backends.head import bytedot_constants, mma_operands, x_planes
 
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
@@ -89,7 +88,7 @@ def test_as_linear_matches_float64_reference(problem):
 def test_tiles_of_any_size_give_the_same_logits(problem, tile_rows):
     table, data, x = problem
     flat = x.reshape(-1, table.dims)
-    assert_close(linear.tiled(table, flat, "ops", tile_rows), flat, dequantized(data, table.qtype))
+    assert_close(head.tiled(table, flat, "ops", tile_rows), flat, dequantized(data, table.qtype))
 
 
 @settings(deadline=None, max_examples=10)
@@ -236,31 +235,52 @@ def test_real_table_relative_error(rows):
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
 
-def test_which_kernel_streams(monkeypatch):
+@pytest.mark.parametrize("qtype", sorted(FORMATS))
+def test_every_format_on_every_head_path(capfd, qtype):
+    """Per format, a moderate random table (40 x 512) and, for the quantized ones, the first 40 rows
+    of its llama.cpp-quantized table (types/, edge-case rows 0-8 included): the ops path, the CPU
+    dialect's matvec, byte dot products and matrix units, and the generated Metal matvec."""
+    rng = np.random.default_rng(11)
+    tables = [moderate(random_table_bytes(rng, qtype, 40, 512), qtype)]
+    if FORMATS[qtype].quantized and (FIXTURES / "types" / f"{qtype}.gguf").is_file():
+        tables.append(np.array(Table.from_gguf(FIXTURES / "types" / f"{qtype}.gguf").data)[:40])
+    for data in tables:
+        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+        for rows, dtype in ((1, mx.float16), (9, mx.float32)):
+            x = mx.array(rng.standard_normal((rows, 512)).astype(np.float32)).astype(dtype)
+            heads = [as_linear(table, x, backend="ops"), cpu_matvec(table, x, warps=2), metal_matvec(table, x, capfd, 2)]
+            if table.format.quantized:
+                heads += [cpu_bytedot(table, x, warps=2), cpu_mma(table, x, warps=1)]
+            for out in heads:
+                assert_close(out, x, W)
+
+
+def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
-    rows of x (float32 x later: three multiplies per product), byte dot products at one row;
-    float tables, float32 x below MMA_MIN_ROWS and Metal keep the lane-wise matvec."""
+    rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, byte dot products
+    one row; float tables, float32 x below MMA_MIN_ROWS and Metal keep the lane-wise matvec up to
+    MATVEC_MAX_ROWS; beyond, and on the ops backend, the tiled matmul."""
     monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 9)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
-    for dtype, first in linear.MMA_MIN_ROWS.items():
-        assert not linear.uses_mma(q4k, mx.zeros((first - 1, 256), dtype), "cuda")
-        assert linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "cuda")
-        assert not linear.uses_mma(f16, mx.zeros((first, 256), dtype), "cuda")
-        assert not linear.uses_mma(q4k, mx.zeros((first, 256), dtype), "metal")
-    assert linear.MMA_MIN_ROWS[mx.float32] > linear.MMA_MIN_ROWS[mx.float16] > 1
-    calls = []
-    for device in ("cuda", "metal"):
-        for kernel in ("matvec", "bytedot", "mma"):
-            monkeypatch.setattr(muser_mlx.backends.BACKENDS[device], kernel, lambda t, x, k=kernel: calls.append(k))
-    cases = [(q4k, 1, mx.float16, "cuda"), (q4k, 2, mx.float16, "cuda"), (q4k, 2, mx.float32, "cuda"),
-             (f16, 1, mx.float16, "cuda"), (q4k, 1, mx.float16, "metal"), (q4k, 2, mx.float16, "metal")]
-    for table, n, dtype, device in cases:
-        linear.streamed(table, mx.zeros((n, 256), dtype), device)
-    assert calls == ["bytedot", "mma", "matvec", "matvec", "matvec", "matvec"]
+    for dtype, first in head.MMA_MIN_ROWS.items():
+        assert head.choose(q4k, first - 1, dtype, "cuda") in ("bytedot", "matvec")
+        assert head.choose(q4k, first, dtype, "cuda") == "mma"
+        assert head.choose(q4k, head.MMA_MAX_ROWS, dtype, "cuda") == "mma"
+        assert head.choose(q4k, head.MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+        assert head.choose(f16, first, dtype, "cuda") == "matvec"
+        assert head.choose(q4k, first, dtype, "metal") == "matvec"
+        assert head.choose(q4k, first, dtype, "ops") == "tiled"
+        assert head.choose(f16, head.MATVEC_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+    assert head.MMA_MIN_ROWS[mx.float32] > head.MMA_MIN_ROWS[mx.float16] > 1
+    cases = [(q4k, 1, mx.float16, "cuda", "bytedot"), (q4k, 2, mx.float16, "cuda", "mma"),
+             (q4k, 2, mx.float32, "cuda", "matvec"), (f16, 1, mx.float16, "cuda", "matvec"),
+             (q4k, 1, mx.float16, "metal", "matvec"), (q4k, 2, mx.float16, "metal", "matvec")]
+    for table, n, dtype, device, kernel in cases:
+        assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
     monkeypatch.setattr(muser_mlx.backends.kernel, "cuda_compute_capability", lambda: 7)
-    assert not linear.uses_mma(q4k, mx.zeros((16, 256), mx.float16), "cuda")
+    assert head.choose(q4k, 16, mx.float16, "cuda") == "matvec"
 
 
 def test_module_and_function_agree_under_compile():
@@ -280,15 +300,15 @@ def test_lazy_and_never_a_full_float_table(monkeypatch):
     """Nothing sizeable is computed before eval; evaluating, eagerly or compiled, holds about a
     tile of floats (1,024 rows here: 4 MiB), far below the float32 table (vocab 16,384 x 1,024:
     64 MiB; its Q4_K bytes are 9 MiB)."""
-    monkeypatch.setattr(linear, "TILE_ROWS", 1024)
+    monkeypatch.setattr(head, "TILE_ROWS", 1024)
     rng = np.random.default_rng(3)
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 16384, 1024), "Q4_K", 1024)
     x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))
     mx.eval(table.data, x)
-    for head in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
+    for logits in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
         mx.reset_peak_memory()
         before = mx.get_active_memory()
-        out = head(x)
+        out = logits(x)
         assert mx.get_peak_memory() - before < 1024  # a few scalars at most, no tile
         mx.eval(out)
         assert mx.get_peak_memory() - before < 16384 * 1024 * 4 // 4
@@ -315,8 +335,8 @@ def test_gpu_streamed_and_tiled(rows, dtype):
     x = mx.array(rng.standard_normal((rows, 768)).astype(np.float32)).astype(dtype)
     with mx.stream(mx.gpu):
         W = dequantized(data, "Q4_K")
-        assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
-        assert_close(linear.tiled(table, x, _GPU_BACKEND), x, W)
+        assert_close(head.logits(table, x, _GPU_BACKEND), x, W)
+        assert_close(head.tiled(table, x, _GPU_BACKEND), x, W)
         assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
         assert_close(mx.compile(lambda x: as_linear(table, x, backend=_GPU_BACKEND))(x), x, W)
 
@@ -333,13 +353,12 @@ def test_gpu_matvec_every_format_and_pass_width(qtype):
     data = moderate(random_table_bytes(rng, qtype, 1001, dims), qtype)
     table = Table.from_bytes(data, qtype, dims)
     W = dequantized(data, qtype)
-    backend = muser_mlx.backends.BACKENDS[_GPU_BACKEND]
     for n in (1, 2, 3, 8, 13, 16):
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32))
-        assert_close(linear.streamed(table, x, _GPU_BACKEND), x, W)
-        assert_close(backend.matvec(table, x), x, W)
-        if table.format.quantized and backend.bytedot_kernel:
-            assert_close(backend.bytedot(table, x), x, W)
+        assert_close(head.logits(table, x, _GPU_BACKEND), x, W)
+        assert_close(head.matvec(table, x, _GPU_BACKEND), x, W)
+        if table.format.quantized and _GPU_BACKEND == "cuda":
+            assert_close(head.bytedot(table, x, _GPU_BACKEND), x, W)
 
 
 @pytest.mark.gpu
@@ -351,12 +370,11 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
     rng = np.random.default_rng(9)
     data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
     table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
-    backend = muser_mlx.backends.BACKENDS["cuda"]
     for dtype in X_DTYPES:
         for n in (1, 3, 9, 16, 17, 40):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
             for tiles in MMA_TILES:
-                assert_close(backend.mma(table, x, tiles), x, W)
+                assert_close(head.mma(table, x, "cuda", tiles), x, W)
 
 
 @pytest.mark.gpu
@@ -365,7 +383,6 @@ def test_gpu_matvec_every_layout():
     """Every (ROWS, VROWS, VALUES) the tuning may pick, on Q4_K and F32; bytedot's (ROWS, VROWS,
     RUNS) on Q4_K."""
     rng = np.random.default_rng(8)
-    backend = muser_mlx.backends.BACKENDS[_GPU_BACKEND]
     for qtype in ("Q4_K", "F32"):
         data = moderate(random_table_bytes(rng, qtype, 301, 512), qtype)
         table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
@@ -374,11 +391,11 @@ def test_gpu_matvec_every_layout():
             for vrows in (1, 2, 4, 8):
                 for values in (8, 16, 32):
                     if rows * vrows <= 32:
-                        assert_close(backend.matvec(table, x, rows, vrows, values), x, W)
+                        assert_close(head.matvec(table, x, _GPU_BACKEND, rows, vrows, values), x, W)
             for vrows in (4, 8, 16):
                 for runs in (1, 2):
-                    if qtype == "Q4_K" and backend.bytedot_kernel and rows * vrows <= 32 and rows < 8:
-                        assert_close(backend.bytedot(table, x, rows, vrows, runs), x, W)
+                    if qtype == "Q4_K" and _GPU_BACKEND == "cuda" and rows * vrows <= 32 and rows < 8:
+                        assert_close(head.bytedot(table, x, _GPU_BACKEND, rows, vrows, runs), x, W)
 
 
 @pytest.mark.gpu
@@ -400,6 +417,7 @@ def write_gguf(path, with_head: bool):
     data = random_table_bytes(np.random.default_rng(1), "Q4_K", 10, 256)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_embedding_length(256)
+    writer.add_block_count(1)  # a model file: its head is output.weight or, without one, the embedding
     writer.add_tensor("token_embd.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
     if with_head:
         writer.add_tensor("output.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)

@@ -28,22 +28,6 @@ MAX_ROWS_IN_FLIGHT = 65535  # the gather grid's height (CUDA's limit); more ids 
 # compile-cache entry, so batches beyond a decode step's, whose shapes vary more and whose time
 # is the kernel's, are built each call.
 COMPILED_IDS = 64
-MAX_THREADS = 1 << 30  # matvec's 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
-MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
-FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
-# Tiles of MMA_ROWS table rows per warp: of 1, 2 and 4 the fastest at 16 rows of x for every
-# format and dtype measured, and in 7 of the 12 cases at 2-16 rows (H200,
-# benchmarks/results/mma_tuning_gpu.md).
-MMA_VTILES = 4
-WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
-# Table rows per matvec warp by ROWS: the fastest in benchmarks/results/matvec_tuning_gpu.md (H100;
-# an H200 sweep of the previous decoders picked the same).
-VOCAB_ROWS_PER_WARP = {1: 4, 2: 8, 4: 4, 8: 4}
-# Table rows per warp of kernels/bytedot.h at one row of x, by format (default BYTEDOT_VROWS): the
-# fastest of 2-16 (x float16; Q4_K float32 x too: 8; H200, benchmarks/results/experiments_gpu.log,
-# "sweep"): Q4_K 4 and 8 tied, Q5_K 8, Q6_K and Q8_0 4.
-BYTEDOT_VROWS = 8
-BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 4, "Q8_0": 4}
 
 
 KERNELS = Path(str(files("muser_mlx.kernels"))).absolute()  # the kernel source files
@@ -59,23 +43,6 @@ def values_per_thread(dims: int) -> int:
     the gather's 2-D grid with 8 values and 256-thread rows measured best among 4/8 values,
     128/256 threads and row-per-threadgroup variants."""
     return next(v for v in (8, 4, 2, 1) if dims % v == 0)
-
-
-def matvec_values(dims: int) -> int:
-    """Values per lane and step of the matvec (VALUES): a whole run of 16 (kernels/formats.h:
-    one scale and offset per step; for Q4_K measured faster than 8 at every ROWS, and than 32,
-    two runs per step, at the best VROWS of every ROWS), else values_per_thread."""
-    return 16 if dims % 16 == 0 else values_per_thread(dims)
-
-
-def rows_per_pass(n: int) -> int:
-    """Rows of x per streaming pass over the table (matvec's ROWS): 1, 2, 4 or 8."""
-    return next(r for r in (1, 2, 4, 8) if n <= r or r == 8)
-
-
-def vocab_rows_per_warp(rows: int) -> int:
-    """Table rows a matvec warp decodes per step (VROWS), each reusing the step's x values."""
-    return VOCAB_ROWS_PER_WARP[rows]
 
 
 _INCLUDE = re.compile(r'#include "(\w+\.h)"')
@@ -193,15 +160,17 @@ def table_words(table) -> mx.array:
     return data
 
 
-def table_constants(table) -> tuple[tuple[str, int], ...]:
-    """The constants every kernel takes from the table."""
-    return (("FORMAT", table.format.ggml_type), ("DIMS", table.dims), ("VOCAB", table.vocab))
-
-
 def gather_constants(table, dtype: mx.Dtype, id_dtype: mx.Dtype) -> tuple[tuple[str, object], ...]:
     """The gather's compiled-in constants, and out's and ids' dtypes (which name the kernel:
     they are in its generated signature, so each pair is a kernel of its own)."""
-    return (*table_constants(table), ("VALUES", values_per_thread(table.dims)), ("T", dtype), ("I", id_dtype))
+    return (
+        ("FORMAT", table.format.ggml_type),
+        ("DIMS", table.dims),
+        ("VOCAB", table.vocab),
+        ("VALUES", values_per_thread(table.dims)),
+        ("T", dtype),
+        ("I", id_dtype),
+    )
 
 
 @cache
@@ -228,93 +197,6 @@ def gather_calls(kernel, dims: int, dtype: mx.Dtype) -> tuple:
         )[0]
 
     return call, mx.compile(call)
-
-
-def matvec_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
-                     values: int | None = None) -> tuple[tuple[str, object], ...]:
-    """The matvec's per-table constants and its layout: ``rows`` (ROWS, default
-    ``rows_per_pass(n)``), ``vrows`` (VROWS, default ``vocab_rows_per_warp(rows)``) and
-    ``values`` (VALUES, default ``matvec_values(dims)``); benchmarks/matvec_tuning.py sets them.
-    x's dtype (also out's) names the kernel, as the gather's dtypes do."""
-    rows = rows or rows_per_pass(x.shape[0])
-    return (
-        *table_constants(table),
-        ("VALUES", values or matvec_values(table.dims)),
-        ("ROWS", rows),
-        ("VROWS", vrows or vocab_rows_per_warp(rows)),
-        ("X", x.dtype),
-    )
-
-
-def x_planes(x: mx.array) -> int:
-    """Byte planes of x's integers in the byte dot products (kernels/xruns.h): 3 for float32 x,
-    2 for float16 and bfloat16."""
-    return 3 if x.dtype == mx.float32 else 2
-
-
-def x_run_words(planes: int) -> int:
-    """32-bit words of one run's record (kernels/xruns.h: XRunRecord<PLANES>::words)."""
-    return (5 * planes + 5) // 4 * 4
-
-
-def xruns_constants(table, x: mx.array) -> tuple[tuple[str, object], ...]:
-    """kernels/xruns.h's constants: DIMS and PLANES; x's dtype names it."""
-    return (("DIMS", table.dims), ("PLANES", x_planes(x)), ("X", x.dtype))
-
-
-def bytedot_constants(table, x: mx.array, rows: int | None = None, vrows: int | None = None,
-                      runs: int | None = None) -> tuple[tuple[str, object], ...]:
-    """The byte-dot matvec's constants (kernels/bytedot.h): ROWS as the matvec's, VROWS (default
-    the format's in BYTEDOT_VROWS_BY_FORMAT, else BYTEDOT_VROWS; at most 32 / ROWS), RUNS (runs of
-    16 values per lane and step: 2 where dims allow, else 1) and PLANES (:func:`x_planes`); x's
-    dtype (out's) names it."""
-    rows = rows or rows_per_pass(x.shape[0])
-    return (
-        *table_constants(table),
-        ("ROWS", rows),
-        ("VROWS", vrows or min(BYTEDOT_VROWS_BY_FORMAT.get(table.qtype, BYTEDOT_VROWS), WARP // rows)),
-        ("RUNS", runs or (2 if table.dims % 64 == 0 else 1)),
-        ("PLANES", x_planes(x)),
-        ("X", x.dtype),
-    )
-
-
-def mma_tiles(n: int) -> tuple[int, int]:
-    """Tiles of the matrix-unit matvec (kernels/mma.h): VTILES of 16 table rows per warp and
-    XTILES of 8 rows of x per pass."""
-    return MMA_VTILES, 1 if n <= MMA_COLS else 2
-
-
-def mma_operands(x: mx.array, xtiles: int) -> tuple[mx.array, mx.array]:
-    """x [n, dims] -> kernels/mma.h's inputs: xh [parts, n', dims] in the multiply's 16-bit
-    type and x_sums [dims / 16, n'] float32 (x's sums over each 16 values), n' = n rounded up to
-    whole passes of ``8 * xtiles`` rows with zero rows. float16 and bfloat16 x are their own single
-    part; float32 x is FLOAT32_PARTS bfloat16 terms, each the rounding of what the ones before leave
-    (exact differences: the terms sum to x exactly, barring underflow)."""
-    n, dims = x.shape
-    x = mx.pad(x, [(0, -n % (MMA_COLS * xtiles)), (0, 0)])
-    if x.dtype == mx.float32:
-        parts, rest = [], x
-        for _ in range(FLOAT32_PARTS):
-            parts.append(rest.astype(mx.bfloat16))
-            rest = rest - parts[-1].astype(mx.float32)
-        xh = mx.stack(parts)
-    else:
-        xh = x[None]
-    return xh, x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
-
-
-def mma_constants(table, x: mx.array, tiles: tuple[int, int] | None = None) -> tuple[tuple[str, object], ...]:
-    """The matrix-unit matvec's constants: PARTS (FLOAT32_PARTS bfloat16 terms for float32 x, else
-    1) and (VTILES, XTILES) = ``tiles`` (default ``mma_tiles(n)``); x's dtype names the kernel."""
-    parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
-    vtiles, xtiles = tiles or mma_tiles(x.shape[0])
-    return (*table_constants(table), ("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("X", x.dtype))
-
-
-def matvec_threads(vocab: int, vrows: int) -> int:
-    """One warp per ``vrows`` vocab rows, grid-striding beyond MAX_THREADS."""
-    return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
 @cache
@@ -357,62 +239,6 @@ class DeviceBackend:
             return pair[ids.size <= COMPILED_IDS](words, ids)
 
         return gather
-
-    def matvec(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
-               values: int | None = None) -> mx.array:
-        """``x [n, dims]`` (n >= 1, floating) -> logits ``[n, vocab]`` in x's dtype, streaming
-        the table once per ``rows`` rows of x; the layout as in :func:`matvec_constants`."""
-        return self._stream(self.matvec_kernel, table, x, x, matvec_constants(table, x, rows, vrows, values))
-
-    def bytedot(self, table, x: mx.array, rows: int | None = None, vrows: int | None = None,
-                runs: int | None = None) -> mx.array:
-        """As :meth:`matvec`, by byte dot products (``bytedot_kernel``; quantized tables only) on
-        :meth:`x_runs` of x, the layout as in :func:`bytedot_constants`."""
-        assert table.format.quantized
-        return self._stream(self.bytedot_kernel, table, self.x_runs(table, x), x,
-                            bytedot_constants(table, x, rows, vrows, runs))
-
-    def x_runs(self, table, x: mx.array) -> mx.array:
-        """``x [n, dims]`` -> its runs' records ``[n, dims / 16, x_run_words] uint32`` for
-        ``bytedot`` (kernels/xruns.h), a thread per run."""
-        assert x.ndim == 2 and x.shape[1] == table.dims and table.dims % 16 == 0, (x.shape, table.dims)
-        constants = xruns_constants(table, x)
-        n_runs = x.shape[0] * table.dims // 16
-        return self.xruns_kernel.for_constants(constants)(
-            inputs=[x],
-            grid=(-(-n_runs // THREADGROUP) * THREADGROUP, 1, 1),
-            threadgroup=(THREADGROUP, 1, 1),
-            output_shapes=[(x.shape[0], table.dims // 16, x_run_words(dict(constants)["PLANES"]))],
-            output_dtypes=[mx.uint32],
-        )[0]
-
-    @staticmethod
-    def _stream(kernel: DeviceKernel, table, operand: mx.array, x: mx.array, constants) -> mx.array:
-        """A warp per VROWS table rows (kernels/matvec.h's grid): logits ``[n, vocab]`` in x's
-        dtype of ``x [n, dims]``, which the kernel reads as ``operand`` (x itself, or its runs)."""
-        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims, (x.shape, table.dims)
-        return kernel.for_constants(constants)(
-            inputs=[table.data, operand],
-            grid=(matvec_threads(table.vocab, dict(constants)["VROWS"]), 1, 1),
-            threadgroup=(THREADGROUP, 1, 1),
-            output_shapes=[(x.shape[0], table.vocab)],
-            output_dtypes=[x.dtype],
-        )[0]
-
-    def mma(self, table, x: mx.array, tiles: tuple[int, int] | None = None) -> mx.array:
-        """As :meth:`matvec`, on the matrix units (``matrix_units()``; quantized tables only), with
-        ``tiles`` = (VTILES, XTILES) as in :func:`mma_constants`."""
-        assert x.ndim == 2 and x.shape[0] >= 1 and x.shape[1] == table.dims and table.format.quantized
-        constants = mma_constants(table, x, tiles)
-        k = dict(constants)
-        xh, x_sums = mma_operands(x, k["XTILES"])
-        return self.mma_kernel.for_constants(constants)(
-            inputs=[table.data, xh, x_sums],
-            grid=(matvec_threads(table.vocab, MMA_ROWS * k["VTILES"]), 1, 1),
-            threadgroup=(THREADGROUP, 1, 1),
-            output_shapes=[(xh.shape[1], table.vocab)],
-            output_dtypes=[x.dtype],
-        )[0][: x.shape[0]]
 
 
 METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma in its prelude

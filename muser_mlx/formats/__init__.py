@@ -6,10 +6,10 @@ The device-side twin of each decoder is ``kernels/format_<name>.h``, ``Format<gg
 
 from __future__ import annotations
 
-from . import floats, kquants, legacy
+from . import floats, iquants, kquants, legacy
 from .base import FLOAT_KINDS, Format
 
-FORMATS: dict[str, Format] = {f.name: f for family in (floats, legacy, kquants) for f in family.FORMATS}
+FORMATS: dict[str, Format] = {f.name: f for family in (floats, legacy, kquants, iquants) for f in family.FORMATS}
 
 
 def get_format(name: str) -> Format:

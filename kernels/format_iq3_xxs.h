@@ -1,0 +1,33 @@
+// IQ3_XXS: 256 values in 98 bytes (blocks 2-byte aligned).
+//   0-1 d (f16)   2-65 the iq3xxs_grid entry of each 4 values (byte 2 + j / 4 for value j)
+//   66-97 a uint32 per sub-block s of 32 values (at 66 + 4s): bits 7l .. 7l+6 the sign index
+//   (ksigns) of its group l of 8 values, bits 28-31 the scale ls
+//   value = (d * (0.5 + ls) * 0.5) * (+-grid value): d's 11 bits times ls's 5 times the grid's
+//   6, every product exact in float32.
+#pragma once
+#include "format_iq_grid.h"
+#include "iq3xxs_grid.h"
+
+namespace muser {
+
+template <>
+struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
+  enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    enum { ENTRIES = (N + 3) / 4 };  // grid entries of 4 values, one per output word
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t j = i % 256;
+    uint32_t entries[1], aux[1];  // the entries' bytes; sub-block j / 32's sign indices and scale
+    bytes_at<ENTRIES, (ENTRIES > 1 ? 2 : 1), UNIFORM>(block + 2 + j / 4, entries);
+    bytes_at<4, 2, UNIFORM>(block + 66 + 4 * (j / 32), aux);
+    for (int c = 0; c < ENTRIES; ++c) {
+      const uint32_t l = group_of<N>(j, c) % 4, k = in_group<N>(j, c);
+      const uint32_t entry = (entries[0] >> (8 * c)) & 255u, signs = ksigns((aux[0] >> (7 * l)) & 127u);
+      w[c] = signed_bytes(iq3xxs_grid[entry] >> byte_shift<N>(k), sign_mask(signs >> k), 0x01010101u * zero);
+    }
+    return Affine{f16_at(block) * level(aux[0] >> 28, -0.5f) * 0.5f, 0.0f};
+  }
+};
+
+}  // namespace muser
