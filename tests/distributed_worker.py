@@ -110,6 +110,16 @@ def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -
     return report
 
 
+def sharded_argmax(embed: ShardedEmbedding, h: mx.array) -> mx.array:
+    """Greedy tokens from each member's slice of the logits, no logits gathered (docs/distributed.md):
+    the largest logit over the group, and among the members that hold it the smallest token id."""
+    local = embed.as_linear(h, sharded=True)  # [..., stop - start]
+    best = local.max(axis=-1)
+    token = embed.start + mx.argmax(local, axis=-1).astype(mx.int32)
+    top = mx.distributed.all_max(best, group=embed.group)
+    return mx.distributed.all_min(mx.where(best == top, token, embed.num_embeddings), group=embed.group)
+
+
 def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
     vocab, dims, start, stop = full.num_embeddings, full.dims, sharded.start, sharded.stop
     xs = [mx.array(rng.standard_normal(shape).astype(np.float32)) for shape in ((5, dims), (dims,), (2, 3, dims))]
@@ -119,6 +129,9 @@ def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
         "compiled_rel": relative(mx.compile(sharded.as_linear)(xs[0]), full.as_linear(xs[0])),
         "shape": list(sharded.as_linear(xs[2]).shape),
     }
+    report["argmax_equal"] = all(
+        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1))) for x in xs
+    )
     x, c = xs[0], mx.array(rng.standard_normal((5, vocab)).astype(np.float32))
 
     def loss(module, sliced=False):
