@@ -6,8 +6,7 @@
 //   value = (d * (2 * scale + 1)) * (grid value + delta) = scale' * level as IQ1_S's, the delta
 //   per group of 8 in the level.
 #pragma once
-#include "format_iq_grid.h"
-#include "iq1s_grid.h"
+#include "format_iq1_grid.h"
 
 namespace muser {
 
@@ -22,8 +21,7 @@ struct Format<ggml::IQ1_M> : ByteLevels<Format<ggml::IQ1_M>> {
       const uint32_t g = group_of<N>(j, c), k = in_group<N>(j, c);
       const uint32_t high = uint32_t(block[32 + g / 2]) >> (4 * (g % 2));  // bits 0-2: entry bits 8-10; bit 3: minus
       const uint32_t entry = uint32_t(block[g]) | (high & 7u) << 8;
-      const uint32_t plus = high & 8u ? 0u : 0x02020202u;
-      w[c] = ((((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | plus) >> byte_shift<N>(k);
+      w[c] = delta_word<N>(entry, k, high & 8u);
     }
     uint32_t sc[2];  // w0 | w1 << 16, w2 | w3 << 16
     bytes_at<8, 8>(block + 48, sc);

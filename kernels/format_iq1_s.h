@@ -6,8 +6,7 @@
 //   with scale' = d * (2 * scale + 1) / 8 and level = 8 * grid value +- 1: both factors exact, so
 //   the one product rounds as ggml's does.
 #pragma once
-#include "format_iq_grid.h"
-#include "iq1s_grid.h"
+#include "format_iq1_grid.h"
 
 namespace muser {
 
@@ -19,11 +18,10 @@ struct Format<ggml::IQ1_S> : ByteLevels<Format<ggml::IQ1_S>> {
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % 256, qh = muser_load_u16(block + 34 + 2 * (j / 32));
-    const uint32_t plus = qh & 0x8000u ? 0u : 0x02020202u;
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t g = group_of<N>(j, c), k = in_group<N>(j, c);
       const uint32_t entry = uint32_t(block[2 + g]) | ((qh >> (3 * (g % 4))) & 7u) << 8;
-      w[c] = ((((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | plus) >> byte_shift<N>(k);
+      w[c] = delta_word<N>(entry, k, qh & 0x8000u);
     }
     return Affine{f16_at(block) * level(2 * ((qh >> 12) & 7u) + 1, 0.0f) * 0.125f, 0.0f};
   }

@@ -4,7 +4,7 @@
 //   of byte 66 + g / 4   74-81 a 4-bit scale per 16 values (as IQ2_XS, from byte 74)
 //   value = (d * (0.5 + scale) * 0.25) * (+-grid value), exact as IQ2_XXS's.
 #pragma once
-#include "format_iq_grid.h"
+#include "format_iq_signs.h"
 #include "iq2s_grid.h"
 
 namespace muser {
@@ -19,8 +19,7 @@ struct Format<ggml::IQ2_S> : ByteLevels<Format<ggml::IQ2_S>> {
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t g = group_of<N>(j, c), k = in_group<N>(j, c);
       const uint32_t entry = uint32_t(block[2 + g]) | ((uint32_t(block[66 + g / 4]) >> (2 * (g % 4))) & 3u) << 8;
-      w[c] = signed_bytes(iq2s_grid[2 * entry + k / 4] >> byte_shift<N>(k), sign_mask(uint32_t(block[34 + g]) >> k),
-                          0x01010101u * zero);
+      w[c] = signed_word<N>(iq2s_grid[2 * entry + k / 4], block[34 + g], k, zero);
     }
     const uint32_t scale = (uint32_t(block[74 + j / 32]) >> (4 * (j / 16 % 2))) & 15u;
     return Affine{f16_at(block) * level(scale, -0.5f) * 0.25f, 0.0f};

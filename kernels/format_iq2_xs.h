@@ -4,7 +4,7 @@
 //   byte 66 + j / 32 for value j
 //   value = (d * (0.5 + scale) * 0.25) * (+-grid value), exact as IQ2_XXS's.
 #pragma once
-#include "format_iq_grid.h"
+#include "format_iq_signs.h"
 #include "iq2xs_grid.h"
 
 namespace muser {
@@ -20,8 +20,7 @@ struct Format<ggml::IQ2_XS> : ByteLevels<Format<ggml::IQ2_XS>> {
     bytes_at<(N > 8 ? 4 : 2), 2, UNIFORM>(block + 2 + 2 * (j / 8), qs);
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t q = (qs[0] >> (16 * (group_of<N>(j, c) - j / 8))) & 0xFFFFu, k = in_group<N>(j, c);
-      w[c] = signed_bytes(iq2xs_grid[2 * (q & 511u) + k / 4] >> byte_shift<N>(k), sign_mask(ksigns(q >> 9) >> k),
-                          0x01010101u * zero);
+      w[c] = signed_word<N>(iq2xs_grid[2 * (q & 511u) + k / 4], ksigns(q >> 9), k, zero);
     }
     const uint32_t scale = (uint32_t(block[66 + j / 32]) >> (4 * (j / 16 % 2))) & 15u;
     return Affine{f16_at(block) * level(scale, -0.5f) * 0.25f, 0.0f};

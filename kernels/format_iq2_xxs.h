@@ -5,7 +5,7 @@
 //   value = (d * (0.5 + ls) * 0.25) * (+-grid value): d's 11 bits times ls's 5 times the
 //   grid's 6, every product exact in float32.
 #pragma once
-#include "format_iq_grid.h"
+#include "format_iq_signs.h"
 #include "iq2xxs_grid.h"
 
 namespace muser {
@@ -22,7 +22,7 @@ struct Format<ggml::IQ2_XXS> : ByteLevels<Format<ggml::IQ2_XXS>> {
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t l = group_of<N>(j, c) % 4, k = in_group<N>(j, c);
       const uint32_t entry = (aux[0] >> (8 * l)) & 255u, signs = ksigns((aux[1] >> (7 * l)) & 127u);
-      w[c] = signed_bytes(iq2xxs_grid[2 * entry + k / 4] >> byte_shift<N>(k), sign_mask(signs >> k), 0x01010101u * zero);
+      w[c] = signed_word<N>(iq2xxs_grid[2 * entry + k / 4], signs, k, zero);
     }
     return Affine{f16_at(block) * level(aux[1] >> 28, -0.5f) * 0.25f, 0.0f};
   }

@@ -5,7 +5,7 @@
 //   byte 106 + j / 64
 //   value = (d * (1 + 2 * scale)) * (+-grid value): d's 11 bits times 5 times 4, exact in float32.
 #pragma once
-#include "format_iq_grid.h"
+#include "format_iq_signs.h"
 #include "iq3s_grid.h"
 
 namespace muser {
@@ -15,17 +15,14 @@ struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
   enum { block_values = 256, block_bytes = 110, affine_values = 32, level_bits = 5, zero = iq3s_grid_largest };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
-    enum { ENTRIES = (N + 3) / 4 };  // grid entries of 4 values, one per output word
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % 256;
     uint32_t low[1];  // the entries' low 8 bits
-    bytes_at<ENTRIES, (ENTRIES > 1 ? 2 : 1), UNIFORM>(block + 2 + j / 4, low);
+    bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, low);
     const uint32_t high = uint32_t(block[66 + j / 32]) >> (j / 4 % 8);  // bit c: entry j / 4 + c's bit 8
-    for (int c = 0; c < ENTRIES; ++c) {
-      const uint32_t g = group_of<N>(j, c), k = in_group<N>(j, c);
+    for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
       const uint32_t entry = ((low[0] >> (8 * c)) & 255u) | ((high >> c) & 1u) << 8;
-      w[c] = signed_bytes(iq3s_grid[entry] >> byte_shift<N>(k), sign_mask(uint32_t(block[74 + g]) >> k),
-                          0x01010101u * zero);
+      w[c] = signed_word<N>(iq3s_grid[entry], block[74 + group_of<N>(j, c)], in_group<N>(j, c), zero);
     }
     const uint32_t scale = (uint32_t(block[106 + j / 64]) >> (4 * (j / 32 % 2))) & 15u;
     return Affine{f16_at(block) * level(2 * scale + 1, 0.0f), 0.0f};

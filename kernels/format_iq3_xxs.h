@@ -5,7 +5,7 @@
 //   value = (d * (0.5 + ls) * 0.5) * (+-grid value): d's 11 bits times ls's 5 times the grid's
 //   6, every product exact in float32.
 #pragma once
-#include "format_iq_grid.h"
+#include "format_iq_signs.h"
 #include "iq3xxs_grid.h"
 
 namespace muser {
@@ -15,16 +15,14 @@ struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
   enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
-    enum { ENTRIES = (N + 3) / 4 };  // grid entries of 4 values, one per output word
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % 256;
     uint32_t entries[1], aux[1];  // the entries' bytes; sub-block j / 32's sign indices and scale
-    bytes_at<ENTRIES, (ENTRIES > 1 ? 2 : 1), UNIFORM>(block + 2 + j / 4, entries);
+    bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, entries);
     bytes_at<4, 2, UNIFORM>(block + 66 + 4 * (j / 32), aux);
-    for (int c = 0; c < ENTRIES; ++c) {
-      const uint32_t l = group_of<N>(j, c) % 4, k = in_group<N>(j, c);
-      const uint32_t entry = (entries[0] >> (8 * c)) & 255u, signs = ksigns((aux[0] >> (7 * l)) & 127u);
-      w[c] = signed_bytes(iq3xxs_grid[entry] >> byte_shift<N>(k), sign_mask(signs >> k), 0x01010101u * zero);
+    for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
+      const uint32_t signs = ksigns((aux[0] >> (7 * (group_of<N>(j, c) % 4))) & 127u);
+      w[c] = signed_word<N>(iq3xxs_grid[(entries[0] >> (8 * c)) & 255u], signs, in_group<N>(j, c), zero);
     }
     return Affine{f16_at(block) * level(aux[0] >> 28, -0.5f) * 0.5f, 0.0f};
   }

@@ -14,8 +14,8 @@ struct Format<ggml::Q5_0> : ByteLevels<Format<ggml::Q5_0>> {
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % block_values;
-    half_nibbles<N, 2, UNIFORM>(block + qs_at, j, w);
-    add_high_bits<N>(block + qh_at, j, w);
+    half_nibbles<N, 16, 2, UNIFORM>(block + qs_at, j, w);
+    add_high_bits<N, 2>(block + qh_at, j, w);
     return Affine{f16_at(block + d_at), 0.0f};
   }
 };

@@ -1,8 +1,10 @@
 """check_table: which rows and blocks of a table hold NaN or Inf scales, without dequantizing.
 
-A block's floats are its scale fields (``d``, ``dmin``) or, for the float formats, its one
-value. A float is NaN or Inf exactly when its exponent bits are all ones, so the check reads
-those fields' bits straight from the table's bytes with MLX ops.
+A block's floats are its scale fields (``d``, ``dmin``, MXFP4's E8M0 ``e``) or, for the float
+formats, its one value. A float is NaN or Inf exactly when its exponent bits are all ones (an E8M0
+scale of 0xFF: NaN in OCP MX, a block ggml's loader refuses), so the check reads those fields'
+bits straight from the table's bytes with MLX ops. NVFP4's UE4M3 scales are all finite (ggml
+reads E4M3's NaN, 0x7F, as 0): its tables always pass.
 """
 
 from __future__ import annotations
@@ -49,16 +51,18 @@ class TableReport:
 
 def _bad_fields(rows: mx.array, fmt: Format) -> mx.array:
     """uint8 [n, row_bytes] -> bool [n, blocks per row]: any scale field NaN or Inf."""
-    word, exponent = FLOAT_KINDS[fmt.float_kind]
-    width = word.size
-    words = mx.view(rows, word).reshape(rows.shape[0], -1, fmt.block_bytes // width)
+    kind = FLOAT_KINDS[fmt.float_kind]
+    width = kind.word.size
+    words = mx.view(rows, kind.word).reshape(rows.shape[0], -1, fmt.block_bytes // width)
+    if not kind.special:
+        return mx.zeros(words.shape[:2], mx.bool_)
     fields = fmt.float_fields(words[:, :, [off // width for off in fmt.float_offsets]])
-    return ((fields & exponent) == exponent).any(axis=2)
+    return ((fields & kind.exponent) == kind.exponent).any(axis=2)
 
 
 def check_table(table) -> TableReport:
-    """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``; for F16, BF16
-    and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
+    """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``, E8M0 ``e``; for F16,
+    BF16 and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
     fmt = table.format
     n_blocks = table.row_bytes // fmt.block_bytes
     step = max(1, CHUNK_FIELDS // (n_blocks * len(fmt.float_offsets)))

@@ -194,8 +194,8 @@ class Embedding(nn.Module):
     def __call__(self, x) -> mx.array:
         # mx.array ids, the default device a GPU, the GPU's gather bound to this weight (so
         # clamping): what _lookup would do is gather(x), so do it at once. One id per evaluation
-        # is mostly host time, spent cold right after the previous evaluation (README, "One id
-        # per evaluation"), so this path is a few Python operations.
+        # is mostly host time, spent cold right after the previous evaluation (docs/performance.md,
+        # "Compiled small batches"), so this path is a few Python operations.
         weight, gather = self._fast
         if type(x) is mx.array and self["weight"] is weight and on_gpu():
             return gather(x)

@@ -78,7 +78,7 @@ class GGUFFile:
         info = self.metadata[key]
         where = f"{self.path}: metadata {key!r}"
         if not isinstance(info, ArrayInfo):
-            raise GGUFError(f"{where} is a {type(info).__name__}, not an array")
+            raise GGUFError(f"{where} is not an array but {type(info).__name__} {info!r}")
         items, end = parse_array(self._read(info.offset, info.nbytes, f"metadata {key!r}"), 0, info.item_type,
                                  info.count, where)
         if end != info.nbytes:
@@ -102,12 +102,14 @@ class GGUFFile:
         """Tensor ``name``'s bytes, read now: ``uint8 [rows, row_bytes]`` (``KeyError`` where absent)."""
         t = self.tensors[name]
         out = np.empty((t.rows, t.row_bytes), np.uint8)
-        self.read_into(name, memoryview(out))
+        self.read_into(name, out)
         return out
 
-    def read_into(self, name: str, out: memoryview) -> None:
-        """Fill ``out`` (a writable, C-contiguous buffer of exactly tensor ``name``'s bytes) with them."""
+    def read_into(self, name: str, out) -> None:
+        """Fill ``out`` (any writable, C-contiguous buffer of exactly tensor ``name``'s bytes: a
+        ``bytearray``, a NumPy array, an evaluated ``mx.array``) with them."""
         t = self.tensors[name]
+        out = memoryview(out)
         if out.readonly or not out.c_contiguous or out.nbytes != t.nbytes:
             raise ValueError(f"tensor {name!r} needs a writable contiguous buffer of {t.nbytes} bytes, got {out.nbytes}")
         self._check_open()

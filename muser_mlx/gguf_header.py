@@ -18,9 +18,11 @@ ggml lays tensors out one after another, no two tensors' bytes overlap.
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from typing import NamedTuple
 
 from gguf import (
     GGML_QUANT_SIZES,
@@ -49,6 +51,9 @@ MAX_NAME = 1 << 16  # bytes of a key or tensor name (ggml's tensor names: 64)
 INT64_MAX = 2**63 - 1  # ggml counts elements in int64
 ALIGNMENT_KEY = "general.alignment"
 WINDOW = 1 << 20  # bytes read ahead at a time while walking the header
+# ggml type number -> (name, values per block, bytes per block), from gguf-py
+GGML_TYPES = {t.value: (t.name, *GGML_QUANT_SIZES[t]) for t in GGMLQuantizationType if t in GGML_QUANT_SIZES}
+TENSOR_INFO_TAILS = [struct.Struct(f"<{n}QIQ") for n in range(MAX_DIMS + 1)]  # ne[n_dims], type, offset
 MIN_KV_BYTES = 8 + 4 + 1  # key length, value type, the smallest value
 MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # name length, n_dims, type, offset
 
@@ -57,8 +62,7 @@ def unreadable(path: Path, reason: str) -> GGUFError:
     return GGUFError(f"{path}: not a readable GGUF file: {reason}")
 
 
-@dataclass(frozen=True)
-class TensorInfo:
+class TensorInfo(NamedTuple):
     """One tensor's header entry. ``shape`` is in ggml order (``ne0``, the values of a row, first);
     ``offset`` is the absolute byte offset of its ``nbytes`` in the file; its bytes are ``rows``
     rows of ``row_bytes`` (``rows`` the product of the other dimensions)."""
@@ -196,46 +200,41 @@ def _first_time(seen: dict, name: str, what: str, path: Path) -> str:
     return name
 
 
-def _tensor_info(cur: _Cursor, index: int, n_tensors: int, seen: dict) -> tuple[str, tuple[int, ...], int, int]:
+def _tensor_info(cur: _Cursor, index: int, seen: dict) -> tuple[str, tuple[int, ...], int, int]:
     """(name, shape, ggml type, offset in the data section) of the next tensor info."""
     path = cur.src.path
-    name = _first_time(seen, cur.name(f"name of tensor {index} of {n_tensors}"), "tensor name", path)
-    n_dims = cur.u32(f"tensor {name!r}'s number of dimensions")
+    name = _first_time(seen, cur.name(f"the name of tensor {index}"), "tensor name", path)
+    what = f"tensor {name!r}'s info"
+    n_dims = cur.u32(what)
     if n_dims > MAX_DIMS:
         raise unreadable(path, f"tensor {name!r} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
-    shape = tuple(cur.u64(f"tensor {name!r}'s dimension {j}") for j in range(n_dims))
-    ggml_type = cur.u32(f"tensor {name!r}'s type")
-    offset = cur.u64(f"tensor {name!r}'s data offset")
-    try:
-        known = GGMLQuantizationType(ggml_type) in GGML_QUANT_SIZES
-    except ValueError:
-        known = False
-    if not known:
+    tail = TENSOR_INFO_TAILS[n_dims]
+    at = cur.take(tail.size, what)  # first: it may read a new window into cur.buf
+    *shape, ggml_type, offset = tail.unpack_from(cur.buf, at)
+    if ggml_type not in GGML_TYPES:
         raise unreadable(path, f"tensor {name!r} has unknown ggml type {ggml_type}")
-    if any(n > INT64_MAX for n in shape) or math.prod(shape) > INT64_MAX:
-        raise unreadable(path, f"tensor {name!r} has shape {list(shape)}, more than 2**63 - 1 elements")
-    return name, shape, ggml_type, offset
+    if max(shape, default=0) > INT64_MAX or math.prod(shape) > INT64_MAX:
+        raise unreadable(path, f"tensor {name!r} has shape {shape}, more than 2**63 - 1 elements")
+    return name, tuple(shape), ggml_type, offset
 
 
 def _placed(name: str, shape: tuple[int, ...], ggml_type: int, offset: int, header_end: int,
             alignment: int, size: int, path: Path) -> TensorInfo:
     """The TensorInfo, once its rows are whole blocks and its bytes lie aligned inside the file."""
-    qtype = GGMLQuantizationType(ggml_type)
-    block_values, block_bytes = GGML_QUANT_SIZES[qtype]
+    qtype, block_values, block_bytes = GGML_TYPES[ggml_type]
     ne0 = shape[0] if shape else 1
-    where = f"{path}: tensor {name!r}"
     if ne0 % block_values:
-        raise GGUFError(f"{where}: ne0 {ne0} is not a multiple of the {qtype.name} block of {block_values} values")
+        raise GGUFError(f"{path}: tensor {name!r}: ne0 {ne0} is not a multiple of the {qtype} block of {block_values} values")
     if offset % alignment:
-        raise GGUFError(f"{where}: data offset {offset} is not a multiple of the file's alignment {alignment}")
+        raise GGUFError(f"{path}: tensor {name!r}: data offset {offset} is not a multiple of the file's alignment {alignment}")
     rows, row_bytes = math.prod(shape[1:]), ne0 // block_values * block_bytes
     start, nbytes = header_end + offset, rows * row_bytes
     if start + nbytes > size:
         raise GGUFError(
-            f"{where}: its {nbytes} bytes from byte {start} end at byte {start + nbytes}, past the end of the "
-            f"file ({size} bytes)"
+            f"{path}: tensor {name!r}: its {nbytes} bytes from byte {start} end at byte {start + nbytes}, past the "
+            f"end of the file ({size} bytes)"
         )
-    return TensorInfo(name, qtype.name, ggml_type, shape, start, nbytes, rows, row_bytes)
+    return TensorInfo(name, qtype, ggml_type, shape, start, nbytes, rows, row_bytes)
 
 
 def _check_no_overlap(tensors: dict[str, TensorInfo], path: Path) -> None:
@@ -269,15 +268,16 @@ def read_header(src: FileBytes) -> Header:
     alignment = GGUF_DEFAULT_ALIGNMENT
     for i in range(n_kv):
         key = _first_time(metadata, cur.name(f"metadata key {i} of {n_kv}"), "metadata key", path)
-        vtype = cur.u32(f"type of metadata {key!r}")
-        metadata[key] = cur.value(vtype, f"metadata {key!r}")
+        what = f"metadata {key!r}"
+        vtype = cur.u32(f"{what}'s type")
+        metadata[key] = cur.value(vtype, what)
         if key == ALIGNMENT_KEY:
             alignment = metadata[key]
             if vtype != GGUFValueType.UINT32 or alignment == 0 or alignment & (alignment - 1):
                 raise unreadable(path, f"{ALIGNMENT_KEY} must be a uint32 power of two, got {alignment!r}")
     infos: dict = {}
     for i in range(n_tensors):
-        name, *rest = _tensor_info(cur, i, n_tensors, infos)
+        name, *rest = _tensor_info(cur, i, infos)
         infos[name] = rest
     header_end = -(-cur.pos // alignment) * alignment
     tensors = {name: _placed(name, *rest, header_end, alignment, src.size, path) for name, rest in infos.items()}

@@ -8,7 +8,7 @@ UTF-8 bytes. Numbers come back as one ``np.ndarray`` over the bytes read, not an
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from gguf import GGUFValueType
@@ -31,8 +31,7 @@ U32, U64 = SCALARS[GGUFValueType.UINT32], SCALARS[GGUFValueType.UINT64]
 MIN_ITEM_BYTES = {GGUFValueType.STRING: 8, GGUFValueType.ARRAY: 12}  # a length; a type + a count
 
 
-@dataclass(frozen=True)
-class ArrayInfo:
+class ArrayInfo(NamedTuple):
     """A metadata array left in the file: ``count`` items of ``item_type``, whose bytes are
     ``nbytes`` from byte ``offset`` of the file. ``GGUFFile.array(key)`` reads it."""
 
@@ -42,8 +41,7 @@ class ArrayInfo:
     nbytes: int
 
 
-@dataclass(frozen=True)
-class StringInfo:
+class StringInfo(NamedTuple):
     """A metadata string over ``MAX_INLINE_STRING`` bytes left in the file: ``nbytes`` of UTF-8
     from byte ``offset``. ``GGUFFile.get(key)`` reads it."""
 

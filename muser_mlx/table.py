@@ -15,34 +15,6 @@ from .gguf import GGUFFile, TensorInfo, opened, table_tensor
 from .memory import check_fits
 
 
-def _resident(data: mx.array) -> mx.array:
-    """On MLX's CUDA backend an array made on the host is managed memory that migrates to the
-    GPU page by page on first touch; random row gathers would fault on each new page (measured:
-    8.9 ms for the first 4,096-id lookup into a 756 MB table). One sequential pass now moves it
-    all (3.7 ms). Apple silicon's unified memory needs no such pass."""
-    if mx.default_device() == mx.gpu and mx.cuda.is_available():
-        mx.eval(mx.max(data))
-    return data
-
-
-KERNEL_ALIGNMENT = 16  # bytes: the GPU kernels' widest table load (kernels/formats.h, bytes_at)
-
-
-def _kernel_ready(data: mx.array) -> mx.array:
-    """``data``, or a fresh copy of it when a GPU backend is present and ``data`` starts off a
-    KERNEL_ALIGNMENT boundary (a view into a larger array; fresh GPU allocations are aligned).
-    A tracer (the weight of a module whose state an ``mx.compile`` takes as an input) has no
-    address: it stands for the arrays the compiled function is called with, and is used as it is."""
-    if mx.metal.is_available() or mx.cuda.is_available():
-        try:
-            mx.eval(data)
-        except ValueError:  # MLX: no evaluation during function transformations
-            return data
-        if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT:
-            return _resident(mx.array(np.array(data)))
-    return data
-
-
 def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
     """``uint8 [rows, row_bytes]``: ``t``'s bytes read from ``f`` into the memory of a new MLX
     array. The array is evaluated on the CPU stream first (a fresh, contiguous buffer that no
@@ -51,7 +23,7 @@ def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
     the table twice at the peak (benchmarks/open_gguf.py)."""
     data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
     mx.eval(data)
-    f.read_into(t.name, memoryview(data))
+    f.read_into(t.name, data)
     return data
 
 
@@ -92,7 +64,7 @@ class Table:
             info, fmt = table_tensor(f, tensor)
             where = f"{f.path}: tensor {tensor!r}"
             check_fits(info.nbytes, where)
-            table = cls(_resident(_read_table(f, info)), fmt, *info.shape, f"{f.path}:{tensor}")
+            table = cls(_read_table(f, info), fmt, *info.shape, f"{f.path}:{tensor}")
         if check:
             report = check_table(table)
             if not report.ok:
@@ -103,22 +75,21 @@ class Table:
         return table
 
     @classmethod
-    def from_bytes(cls, data, qtype: str, dims: int) -> "Table":
-        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy or MLX) of type ``qtype``. An
-        ``mx.array`` is used as it is unless a GPU kernel could not load it (then it is copied)."""
+    def from_bytes(cls, data, qtype: str, dims: int) -> Table:
+        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy, copied, or an ``mx.array``,
+        used as it is) of type ``qtype``."""
         fmt = get_format(qtype)
         if dims <= 0 or dims % fmt.block_values:
             raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
         row_bytes = fmt.row_bytes(dims)
-        fresh = isinstance(data, np.ndarray)  # copied into a new, aligned MLX allocation
-        if fresh:
-            data = _resident(mx.array(np.ascontiguousarray(data).view(np.uint8)))
+        if isinstance(data, np.ndarray):
+            data = mx.array(np.ascontiguousarray(data).view(np.uint8))
         if data.dtype != mx.uint8 or data.ndim != 2 or data.shape[1] != row_bytes or data.shape[0] < 1:
             raise ValueError(
                 f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "
                 f"got {data.dtype} {list(data.shape)}"
             )
-        return cls(data if fresh else _kernel_ready(data), fmt, dims, data.shape[0])
+        return cls(data, fmt, dims, data.shape[0])
 
     def __repr__(self) -> str:
         return (

@@ -25,6 +25,9 @@ FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().pa
 # Format.float_kind / float_offsets name each format's float fields, the scales of quantized
 # formats or the values themselves. Random bytes there are made finite: the bit-exactness promise
 # is for finite scales and values.
+# MXFP4's largest value, 12 * 2^(e - 128), passes float32's range from e = 253 (ggml's too): random
+# tables keep e <= 252, so that every value is finite; the larger ones have their own tests.
+E8M0_FINITE_VALUES = 253
 
 
 # Where the Gemma 3 270M file is assembled once (outside the repository): MUSER_MLX_CACHE or ~/.cache/muser_mlx.
@@ -79,26 +82,33 @@ def fixture(name: str) -> Path:
 
 def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
     """Replace each float field of ``blocks`` (uint8 [n, block_bytes], in place) by
-    ``fn(bits, exponent)``: ``bits`` the fields as little-endian unsigned words [n, fields], ``exponent``
-    the kind's exponent mask (FLOAT_KINDS). A field spread over several words (Format.float_spread)
-    is assembled first and spread back after."""
+    ``fn(bits, kind)``: ``bits`` the fields as little-endian unsigned words [n, fields], ``kind``
+    their FloatKind (FLOAT_KINDS: the word, the exponent mask). A field spread over several words
+    (Format.float_spread) is assembled first and spread back after."""
     fmt = FORMATS[qtype]
-    word, exponent = FLOAT_KINDS[fmt.float_kind]
-    size = word.size
+    kind = FLOAT_KINDS[fmt.float_kind]
+    size = kind.word.size
     words = np.stack([np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")[:, 0]
                       for off in fmt.float_offsets], axis=-1)  # [n, len(float_offsets)]
-    words = fmt.spread_float_fields(words, fn(fmt.float_fields(words), exponent))
+    words = fmt.spread_float_fields(words, fn(fmt.float_fields(words), kind))
     for k, off in enumerate(fmt.float_offsets):
         blocks[:, off:off + size] = words[:, k:k + 1].astype(f"<u{size}").view(np.uint8)
     return blocks
 
 
-def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
-    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN)."""
+def top_exponent_bit(kind) -> int:
+    return kind.exponent & ~(kind.exponent >> 1)
 
-    def finite(field, exponent):
-        top_bit = exponent & ~(exponent >> 1)
-        return np.where((field & exponent) == exponent, field ^ top_bit, field)
+
+def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
+    """Clear the top exponent bit of every float field whose exponent is all ones (Inf/NaN), and of
+    MXFP4 scales from E8M0_FINITE_VALUES."""
+
+    def finite(field, kind):
+        special = (field & kind.exponent) == kind.exponent if kind.special else np.zeros(field.shape, bool)
+        if FORMATS[qtype].float_kind == "e8m0":
+            special |= field >= E8M0_FINITE_VALUES
+        return np.where(special, field ^ top_exponent_bit(kind), field)
 
     return map_float_fields(blocks, qtype, finite)
 

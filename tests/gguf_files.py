@@ -89,6 +89,17 @@ class RawGGUF:
         self.f.close()
 
 
+def strings_file(path, count: int):
+    """A valid file: ``count`` empty strings in one array, then a small table."""
+    table = random_table_bytes(np.random.default_rng(0), "Q4_K", 4, 256)
+    with RawGGUF(path, n_kv=1, n_tensors=1) as g:
+        g.array_header("tokenizer.ggml.tokens", gguf.GGUFValueType.STRING, count)
+        g.raw(bytes(8 * count))  # each a zero u64 length
+        g.tensor_info(TENSOR, (256, 4), gguf.GGMLQuantizationType.Q4_K, 0)
+        g.data(table.tobytes())
+    return table
+
+
 def kv_offsets(path: Path, key: str) -> dict[str, int]:
     """File offsets of metadata ``key``'s parts: ``key_len``, ``type``, ``value`` (for an
     array: ``item_type``, ``count``, then ``value``, its first item)."""

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import random_table_bytes, reference
 from gguf_files import (
-    INTERESTING_U64, TENSOR, RawGGUF, check_outcome, kv_offsets, mutate, patch, tensor_info_offsets, write_gguf,
+    INTERESTING_U64, TENSOR, RawGGUF, check_outcome, strings_file, kv_offsets, mutate, patch, tensor_info_offsets, write_gguf,
 )
 from muser_mlx import GGUFError, Table, check_table, embedding, gguf_io
 from muser_mlx import memory
@@ -368,17 +368,6 @@ def test_file_truncated_while_the_table_is_read(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ files that are costly to read naively
-
-def strings_file(path, count: int):
-    """A valid file: ``count`` empty strings in one array, then a small table."""
-    table = random_table_bytes(np.random.default_rng(0), "Q4_K", 4, 256)
-    with RawGGUF(path, n_kv=1, n_tensors=1) as g:
-        g.array_header("tokenizer.ggml.tokens", gguf.GGUFValueType.STRING, count)
-        g.hole(8 * count)  # each a zero u64 length
-        g.tensor_info(TENSOR, (256, 4), gguf.GGMLQuantizationType.Q4_K, 0)
-        g.data(table.tobytes())
-    return table
-
 
 def traced_peak(fn):
     """(fn(), the peak bytes Python allocated while it ran)."""

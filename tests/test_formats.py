@@ -172,3 +172,24 @@ def test_gatherable_tensors_of_a_llama_cpp_file():
         Gatherable("token_embd.weight", "Q4_K", 512, 1003, 1003 * 2 * 144),
     ]
     assert len(found) == 9  # the 2-D tensors; the three F32 norms are 1-D
+
+
+@pytest.mark.parametrize("qtype", ["MXFP4", "NVFP4"])
+def test_every_scale_byte_of_the_fp4_formats(capfd, qtype):
+    """Each of the 256 scale bytes once, random nibbles: E8M0's subnormal halves (e = 0, 1), its
+    products past float32's range (e >= 253: Inf, in gguf-py and ggml too) and 0xFF (2^127, as
+    ggml's CPU decodes it); UE4M3's subnormals, bit 7 and 0x7F (read as 0). Every path bit for bit."""
+    fmt = FORMATS[qtype]
+    rng = np.random.default_rng(5)
+    blocks = rng.integers(0, 256, (256 // len(fmt.float_offsets), fmt.block_bytes), dtype=np.uint8)
+    blocks[:, list(fmt.float_offsets)] = np.arange(256, dtype=np.uint8).reshape(len(blocks), -1)
+    table = Table.from_bytes(blocks, qtype, fmt.block_values)
+    ids = np.arange(table.vocab, dtype=np.int32)
+    with np.errstate(over="ignore"):
+        expected = reference(blocks, qtype, ids)
+    assert (np.isinf(expected).any() if qtype == "MXFP4" else np.isfinite(expected).all())
+    for dtype in (mx.float32, mx.float16):
+        assert_bits_equal(embedding(table, ids, dtype, backend="ops"), expected, dtype)
+    if CXX is not None:
+        assert_bits_equal(cpu_gather(table, ids), expected)
+        assert_bits_equal(metal_gather(table, ids, mx.float32, capfd), expected)

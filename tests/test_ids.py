@@ -6,12 +6,15 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import assert_bits_equal, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, embedding
 from muser_mlx.backends import ops
-from muser_mlx.backends.kernel import COMPILED_IDS, DeviceBackend
+from muser_mlx.backends.device import DeviceBackend
+from muser_mlx.backends.tuning import COMPILED_IDS
+
+from conftest import assert_bits_equal, random_table_bytes, reference, tables
 
 VOCAB = 10
 

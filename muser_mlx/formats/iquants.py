@@ -1,9 +1,19 @@
 """The grid (codebook) formats, 256-value super-blocks: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
-IQ1_S, IQ1_M. Groups of 8 (IQ2, IQ1) or 4 (IQ3) values are one point of a grid (grids.py, gguf-py's
-tables), with signs per value (IQ2, IQ3) or a delta of +-1/8 per group (IQ1), times a scale per
-16 or 32 values. Each decoder computes gguf-py's float32 expression, in its order."""
+IQ1_S, IQ1_M. Each group of 8 values (IQ2, IQ1) or 4 (IQ3) is a point of a grid (grids.py: gguf-py's
+tables) with a sign per value (IQ2, IQ3) or a delta of +-1/8 for the group (IQ1), times a scale per
+16 or 32 values.
+
+A decoder looks each group up once, with its signs or delta, in a table of signed points (built
+from the grid on first use): the group's levels as int8, level = +-grid value (IQ2, IQ3) or
+8 * grid value +- 1 (IQ1), and multiplies them by the scale. A 1-D ``take_along_axis`` of one word
+per group: on MLX's CPU, 14 times faster than ``take`` of the same words, and than a row gather.
+value = scale * level is gguf-py's float32 value: IQ2 and IQ3's products are exact (d's 11 bits
+times at most 5 and 6), and IQ1's d * (2s + 1) * (grid + delta) is the same real number as
+(d * (2s + 1) / 8) * (8 * grid +- 1), two exact factors, rounded once."""
 
 from __future__ import annotations
+
+from functools import cache
 
 import mlx.core as mx
 import numpy as np
@@ -12,12 +22,33 @@ from .base import Format
 from .fields import bit_fields, f16, split
 from .grids import GRID_OF_FORMAT, KSIGNS
 
-# Each byte's 8 sign bits as +-1 (bit k set: value k is -1), float32 [256, 8]; ksigns' rows [128, 8].
-_SIGNS = np.where((np.arange(256)[:, None] >> np.arange(8)) & 1, -1.0, 1.0).astype(np.float32)
-SIGN_VALUES = mx.array(_SIGNS)
-KSIGN_VALUES = mx.array(_SIGNS[KSIGNS])
-GRID_VALUES = {name: mx.array(grid.values.astype(np.float32)) for name, grid in GRID_OF_FORMAT.items()}
-DELTA = 0.125  # IQ1_S, IQ1_M: gguf-py's IQ1_S.delta
+# Each byte's 8 sign bits as +-1, bit k set: value k is -1 (int8 [256, 8]).
+_SIGNS = np.where((np.arange(256)[:, None] >> np.arange(8)) & 1, -1, 1).astype(np.int8)
+_KSIGNS = mx.array(KSIGNS)
+# A table's patterns [P, values per point]: the group's signs, or for IQ1 the delta's sign.
+_PATTERNS = {
+    "IQ2_XXS": _SIGNS[KSIGNS], "IQ2_XS": _SIGNS[KSIGNS], "IQ2_S": _SIGNS,  # ksigns index / sign byte
+    "IQ3_XXS": _SIGNS[:16, :4], "IQ3_S": _SIGNS[:16, :4],  # the 4 sign bits of a point's values
+    "IQ1_S": _SIGNS[[0, 255]], "IQ1_M": _SIGNS[[0, 255]],  # delta +1/8, -1/8
+}
+
+
+@cache
+def signed_points(qtype: str) -> mx.array:
+    """uint64 (8-value points) or uint32 (4-value) [P * entries]: at p * entries + e, point e of the
+    format's grid with pattern p, its levels as int8."""
+    points = GRID_OF_FORMAT[qtype].values.astype(np.int16)[None]  # [1, entries, k]
+    patterns = _PATTERNS[qtype][:, None].astype(np.int16)  # [P, 1, k]
+    levels = 8 * points + patterns if qtype.startswith("IQ1") else points * patterns
+    return mx.array(np.ascontiguousarray(levels.astype(np.int8)).view(f"<u{levels.shape[-1]}").reshape(-1))
+
+
+def _levels(qtype: str, entries: mx.array, patterns: mx.array) -> mx.array:
+    """entries and patterns [n, groups] -> float32 [n, groups * values per point]: the points' levels."""
+    n = entries.shape[0]
+    keys = patterns.astype(mx.uint32) * len(GRID_OF_FORMAT[qtype].values) + entries.astype(mx.uint32)
+    words = mx.take_along_axis(signed_points(qtype), keys.reshape(-1), axis=0)
+    return mx.view(words, mx.int8).astype(mx.float32).reshape(n, -1)
 
 
 def _u16(two_bytes: mx.array) -> mx.array:
@@ -31,51 +62,46 @@ def _u32(four_bytes: mx.array) -> mx.array:
 
 
 def _shifted(words: mx.array, *shifts: int) -> mx.array:
-    """words [...] -> [..., len(shifts)]: each word shifted right by each of ``shifts``."""
-    return words[..., None] >> mx.array(shifts, dtype=words.dtype)
+    """words [n, k] -> [n, k * len(shifts)]: each word shifted right by each of ``shifts``."""
+    return (words[..., None] >> mx.array(shifts, dtype=words.dtype)).reshape(words.shape[0], -1)
 
 
-def _grid(qtype: str, entries: mx.array) -> mx.array:
-    """Grid points: entries [...] -> float32 [..., 8 or 4]."""
-    return mx.take(GRID_VALUES[qtype], entries.astype(mx.uint32), axis=0)
+def _scaled(scale: mx.array, levels: mx.array) -> mx.array:
+    """scale [n, runs] * levels [n, 256], a scale per run of 256 / runs values."""
+    n, runs = scale.shape
+    return (scale[:, :, None] * levels.reshape(n, runs, -1)).reshape(n, 256)
 
 
-def _nibbles(scales: mx.array) -> mx.array:
-    """uint8 [n, k] -> float32 [n, 2k]: low nibble of byte b at 2b, high at 2b + 1."""
-    return bit_fields(scales, 1, 4).astype(mx.float32)
+def _iq2_scale(d: mx.array, scales: mx.array) -> mx.array:
+    """IQ2: d (f16) * (0.5 + scale) * 0.25, a scale per 16 values from 4-bit ones (low nibble first)."""
+    return f16(d)[:, None] * (0.5 + bit_fields(scales, 1, 4).astype(mx.float32)) * 0.25
 
 
 def _decode_iq2_xxs(blocks: mx.array) -> mx.array:
     """IQ2_XXS super-block, 66 bytes -> 256 values.
 
-    bytes 0-1 d (f16), 2-65 per sub-block s of 32 values (8 bytes): 4 grid entries (one per group
-    of 8 values), then a uint32 of 4 7-bit ksigns indices (bits 7l) and the scale ls (bits 28-31).
-    value = d * (0.5 + ls) * 0.25 * grid * sign.
+    bytes 0-1 d (f16), 2-65 per sub-block of 32 values 8 bytes: its 4 groups' grid entries, then a
+    uint32 of their 7-bit ksigns indices (bits 7l) and the scale ls (bits 28-31).
+    value = d * (0.5 + ls) * 0.25 * (+-grid value).
     """
     n = blocks.shape[0]
     d, qs = split(blocks, 2, 64)
     sub = qs.reshape(n, 8, 8)
     aux = _u32(sub[:, :, 4:]).reshape(n, 8)
     db = f16(d)[:, None] * (0.5 + (aux >> 28).astype(mx.float32)) * 0.25
-    signs = mx.take(KSIGN_VALUES, (_shifted(aux, 0, 7, 14, 21) & 0x7F), axis=0)  # [n, 8, 4, 8]
-    grid = _grid("IQ2_XXS", sub[:, :, :4])  # [n, 8, 4, 8]
-    return (db[:, :, None, None] * grid * signs).reshape(n, 256)
+    levels = _levels("IQ2_XXS", sub[:, :, :4].reshape(n, 32), _shifted(aux, 0, 7, 14, 21) & 0x7F)
+    return _scaled(db, levels)
 
 
 def _decode_iq2_xs(blocks: mx.array) -> mx.array:
     """IQ2_XS super-block, 74 bytes -> 256 values.
 
     bytes 0-1 d (f16), 2-65 a uint16 per group of 8 values (bits 0-8 grid entry, 9-15 ksigns
-    index), 66-73 a 4-bit scale per 16 values (low nibble first).
-    value = d * (0.5 + scale) * 0.25 * grid * sign.
+    index), 66-73 a 4-bit scale per 16 values. value = d * (0.5 + scale) * 0.25 * (+-grid value).
     """
-    n = blocks.shape[0]
     d, qs, scales = split(blocks, 2, 64, 8)
     q = _u16(qs)  # [n, 32]
-    db = f16(d)[:, None] * (0.5 + _nibbles(scales)) * 0.25  # [n, 16]
-    signs = mx.take(KSIGN_VALUES, q >> 9, axis=0).reshape(n, 16, 2, 8)
-    grid = _grid("IQ2_XS", q & 511).reshape(n, 16, 2, 8)
-    return (db[:, :, None, None] * grid * signs).reshape(n, 256)
+    return _scaled(_iq2_scale(d, scales), _levels("IQ2_XS", q & 511, q >> 9))
 
 
 def _decode_iq2_s(blocks: mx.array) -> mx.array:
@@ -83,31 +109,26 @@ def _decode_iq2_s(blocks: mx.array) -> mx.array:
 
     bytes 0-1 d (f16), 2-33 bits 0-7 of each group's grid entry, 34-65 each group's sign bits,
     66-73 bits 8-9 of the entries (2 bits per group, low first), 74-81 a 4-bit scale per 16 values.
-    value = d * (0.5 + scale) * 0.25 * grid * sign.
+    value = d * (0.5 + scale) * 0.25 * (+-grid value).
     """
-    n = blocks.shape[0]
-    d, qs, sign_bytes, qh, scales = split(blocks, 2, 32, 32, 8, 8)
-    db = f16(d)[:, None] * (0.5 + _nibbles(scales)) * 0.25  # [n, 16]
-    signs = mx.take(SIGN_VALUES, sign_bytes, axis=0).reshape(n, 16, 2, 8)
-    entries = qs.astype(mx.uint16) | (bit_fields(qh, 1, 2).astype(mx.uint16) << 8)
-    grid = _grid("IQ2_S", entries).reshape(n, 16, 2, 8)
-    return (db[:, :, None, None] * grid * signs).reshape(n, 256)
+    d, qs, signs, qh, scales = split(blocks, 2, 32, 32, 8, 8)
+    entries = qs.astype(mx.uint32) | (bit_fields(qh, 1, 2).astype(mx.uint32) << 8)
+    return _scaled(_iq2_scale(d, scales), _levels("IQ2_S", entries, signs))
 
 
 def _decode_iq3_xxs(blocks: mx.array) -> mx.array:
     """IQ3_XXS super-block, 98 bytes -> 256 values.
 
     bytes 0-1 d (f16), 2-65 a grid entry per 4 values, 66-97 a uint32 per sub-block of 32 values:
-    4 7-bit ksigns indices (bits 7l, one per group of 8) and the scale ls (bits 28-31).
-    value = d * (0.5 + ls) * 0.5 * grid * sign.
+    the 7-bit ksigns index of each group of 8 (bits 7l) and the scale ls (bits 28-31).
+    value = d * (0.5 + ls) * 0.5 * (+-grid value).
     """
     n = blocks.shape[0]
     d, qs, aux_bytes = split(blocks, 2, 64, 32)
     aux = _u32(aux_bytes)  # [n, 8]
     db = f16(d)[:, None] * (0.5 + (aux >> 28).astype(mx.float32)) * 0.5
-    signs = mx.take(KSIGN_VALUES, (_shifted(aux, 0, 7, 14, 21) & 0x7F), axis=0).reshape(n, 8, 32)
-    grid = _grid("IQ3_XXS", qs).reshape(n, 8, 32)
-    return (db[:, :, None] * grid * signs).reshape(n, 256)
+    signs = mx.take_along_axis(_KSIGNS, (_shifted(aux, 0, 7, 14, 21) & 0x7F).reshape(-1), axis=0)
+    return _scaled(db, _levels("IQ3_XXS", qs, bit_fields(signs.reshape(n, 32), 1, 4)))
 
 
 def _decode_iq3_s(blocks: mx.array) -> mx.array:
@@ -115,15 +136,12 @@ def _decode_iq3_s(blocks: mx.array) -> mx.array:
 
     bytes 0-1 d (f16), 2-65 bits 0-7 of a grid entry per 4 values, 66-73 their bit 8 (one bit
     each, low first), 74-105 each group of 8 values' sign bits, 106-109 a 4-bit scale per 32 values.
-    value = d * (1 + 2 * scale) * grid * sign.
+    value = d * (1 + 2 * scale) * (+-grid value).
     """
-    n = blocks.shape[0]
-    d, qs, qh, sign_bytes, scales = split(blocks, 2, 64, 8, 32, 4)
-    db = f16(d)[:, None] * (1 + 2 * _nibbles(scales))  # [n, 8]
-    signs = mx.take(SIGN_VALUES, sign_bytes, axis=0).reshape(n, 8, 32)
-    entries = qs.astype(mx.uint16) | (bit_fields(qh, 1, 1).astype(mx.uint16) << 8)
-    grid = _grid("IQ3_S", entries).reshape(n, 8, 32)
-    return (db[:, :, None] * grid * signs).reshape(n, 256)
+    d, qs, qh, signs, scales = split(blocks, 2, 64, 8, 32, 4)
+    db = f16(d)[:, None] * (1 + 2 * bit_fields(scales, 1, 4).astype(mx.float32))  # [n, 8]
+    entries = qs.astype(mx.uint32) | (bit_fields(qh, 1, 1).astype(mx.uint32) << 8)
+    return _scaled(db, _levels("IQ3_S", entries, bit_fields(signs, 1, 4)))
 
 
 def _decode_iq1_s(blocks: mx.array) -> mx.array:
@@ -131,16 +149,14 @@ def _decode_iq1_s(blocks: mx.array) -> mx.array:
 
     bytes 0-1 d (f16), 2-33 bits 0-7 of each group of 8 values' grid entry, 34-49 a uint16 per
     sub-block of 32 values: bits 8-10 of its 4 groups' entries (bits 3l), the scale (bits 12-14),
-    the sign of delta (bit 15). value = d * (2 * scale + 1) * (grid + delta), delta = +-1/8.
+    the sign of delta (bit 15). value = d * (2 * scale + 1) * (grid value + delta), delta = +-1/8.
     """
-    n = blocks.shape[0]
     d, qs, qh_bytes = split(blocks, 2, 32, 16)
     qh = _u16(qh_bytes)  # [n, 8]
-    dl = f16(d)[:, None] * (2 * ((qh >> 12) & 7) + 1).astype(mx.float32)
-    delta = mx.where((qh & 0x8000) == 0, DELTA, -DELTA)
-    entries = qs.reshape(n, 8, 4).astype(mx.uint16) | ((_shifted(qh, 0, 3, 6, 9) & 7) << 8)
-    grid = _grid("IQ1_S", entries)  # [n, 8, 4, 8]
-    return (dl[:, :, None, None] * (grid + delta[:, :, None, None])).reshape(n, 256)
+    scale = f16(d)[:, None] * (2 * ((qh >> 12) & 7) + 1).astype(mx.float32) * 0.125
+    entries = qs.astype(mx.uint32) | ((_shifted(qh, 0, 3, 6, 9) & 7).astype(mx.uint32) << 8)
+    minus = mx.repeat(qh >> 15, 4, axis=1)  # [n, 32]
+    return _scaled(scale, _levels("IQ1_S", entries, minus))
 
 
 def _decode_iq1_m(blocks: mx.array) -> mx.array:
@@ -149,20 +165,16 @@ def _decode_iq1_m(blocks: mx.array) -> mx.array:
     bytes 0-31 bits 0-7 of each group of 8 values' grid entry, 32-47 a nibble per group (low
     first): bits 0-2 bits 8-10 of the entry, bit 3 the sign of delta; 48-55 four uint16: their
     bits 3t .. 3t+2 a 3-bit scale per 16 values, their top nibbles the bits of d (f16), low first.
-    value = d * (2 * scale + 1) * (grid + delta), delta = +-1/8.
+    value = d * (2 * scale + 1) * (grid value + delta), delta = +-1/8.
     """
-    n = blocks.shape[0]
     qs, qh, scale_bytes = split(blocks, 32, 16, 8)
     w = _u16(scale_bytes)  # [n, 4]
     d_bits = (w[:, 0] >> 12) | ((w[:, 1] >> 8) & 0xF0) | ((w[:, 2] >> 4) & 0xF00) | (w[:, 3] & 0xF000)
     d = mx.view(d_bits, mx.float16).astype(mx.float32)
-    scales = (_shifted(w, 0, 3, 6, 9) & 7).reshape(n, 16)
-    dl = d[:, None] * (2 * scales + 1).astype(mx.float32)
+    scale = d[:, None] * (2 * (_shifted(w, 0, 3, 6, 9) & 7) + 1).astype(mx.float32) * 0.125  # [n, 16]
     high = bit_fields(qh, 1, 4)  # [n, 32]
-    delta = mx.where((high & 8) == 0, DELTA, -DELTA)
-    grid = _grid("IQ1_M", qs.astype(mx.uint16) | ((high & 7).astype(mx.uint16) << 8))  # [n, 32, 8]
-    values = dl.reshape(n, 16, 1, 1) * (grid.reshape(n, 16, 2, 8) + delta.reshape(n, 16, 2, 1))
-    return values.reshape(n, 256)
+    entries = qs.astype(mx.uint32) | ((high & 7).astype(mx.uint32) << 8)
+    return _scaled(scale, _levels("IQ1_M", entries, high >> 3))
 
 
 FORMATS = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .base import Format
+from .base import Format, gguf_py_quantizer
 from .fields import bit_fields, f16, i8, split
 
 
@@ -58,7 +58,9 @@ def _decode_q8_0(blocks: mx.array) -> mx.array:
 
 
 FORMATS = (
-    Format("Q4_0", _decode_q4_0, "f16", (0,)),
-    Format("Q5_0", _decode_q5_0, "f16", (0,)),
-    Format("Q8_0", _decode_q8_0, "f16", (0,)),
+    Format("Q4_0", _decode_q4_0, "f16", (0,), gguf_py_quantizer("Q4_0")),
+    Format("Q4_1", _decode_q4_1, "f16", (0, 2), gguf_py_quantizer("Q4_1")),
+    Format("Q5_0", _decode_q5_0, "f16", (0,), gguf_py_quantizer("Q5_0")),
+    Format("Q5_1", _decode_q5_1, "f16", (0, 2), gguf_py_quantizer("Q5_1")),
+    Format("Q8_0", _decode_q8_0, "f16", (0,), gguf_py_quantizer("Q8_0")),
 )
