@@ -23,8 +23,9 @@ import os
 
 import mlx.core as mx
 
-from common import alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 from muser_mlx import Embedding, Table, shard_embedding
+
+from common import alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 
 GEMMA3_270M = {"vocab": 262144, "dims": 640, "qtype": "Q8_0"}
 
@@ -37,7 +38,9 @@ def fresh_x(n: int, dims: int):
 def timed(calls: dict, args) -> dict:
     """{name: seconds per call}; every member runs the same calls in the same order."""
     if args.timer == "queued":
-        return {name: queued_seconds(make, fn, args.reps, calls=args.queued_calls)[0] for name, (make, fn) in calls.items()}
+        return {
+            name: queued_seconds(make, fn, args.reps, calls=args.queued_calls)[0] for name, (make, fn) in calls.items()
+        }
     return alternating_medians(calls, reps=args.reps, rounds=args.reps, warmup=1)
 
 
@@ -68,8 +71,13 @@ def main() -> None:
 
     rows = []
     for r in map(int, args.rows.split(",")):
-        t = timed({"unsharded": (fresh_x(r, args.dims), full.as_linear),
-                   "sharded": (fresh_x(r, args.dims), sharded.as_linear)}, args)
+        t = timed(
+            {
+                "unsharded": (fresh_x(r, args.dims), full.as_linear),
+                "sharded": (fresh_x(r, args.dims), sharded.as_linear),
+            },
+            args,
+        )
         rows.append([f"head, {r} rows of x", t["unsharded"] * 1e3, t["sharded"] * 1e3])
     for k in map(int, args.ids.split(",")):
         t = timed({"unsharded": (fresh_ids(args.vocab, k), full), "sharded": (fresh_ids(args.vocab, k), sharded)}, args)
@@ -79,22 +87,45 @@ def main() -> None:
         mib = 2**20
         table = [[what, f"{u:.3f}", f"{s:.3f}", f"{s / u:.2f}"] for what, u, s in rows]
         table += [
-            ["table bytes held per member (MiB)", f"{full.weight.nbytes / mib:.1f}",
-             f"{sharded.weight.nbytes / mib:.1f}", f"{sharded.weight.nbytes / full.weight.nbytes:.2f}"],
-            ["MLX active memory, whole table / + this member's share (MiB)", f"{full_active / mib:.1f}",
-             f"{(both_active - full_active) / mib:.1f}", f"{(both_active - full_active) / full_active:.2f}"],
+            [
+                "table bytes held per member (MiB)",
+                f"{full.weight.nbytes / mib:.1f}",
+                f"{sharded.weight.nbytes / mib:.1f}",
+                f"{sharded.weight.nbytes / full.weight.nbytes:.2f}",
+            ],
+            [
+                "MLX active memory, whole table / + this member's share (MiB)",
+                f"{full_active / mib:.1f}",
+                f"{(both_active - full_active) / mib:.1f}",
+                f"{(both_active - full_active) / full_active:.2f}",
+            ],
         ]
         header = ["per call", "unsharded (ms)", f"sharded over {n} (ms)", "sharded / unsharded"]
         table_md = markdown(header, table)
-        command = (f"mlx.launch -n {n} --backend {args.backend} -- python benchmarks/distributed.py --vocab {args.vocab} "
-                   f"--dims {args.dims} --qtype {args.qtype} --rows {args.rows} --ids {args.ids} --reps {args.reps} "
-                   f"--timer {args.timer} --backend {args.backend}")
+        command = (
+            f"mlx.launch -n {n} --backend {args.backend} -- python benchmarks/distributed.py --vocab {args.vocab} "
+            f"--dims {args.dims} --qtype {args.qtype} --rows {args.rows} --ids {args.ids} --reps {args.reps} "
+            f"--timer {args.timer} --backend {args.backend}"
+        )
         title = f"Vocab-parallel head and lookup, {args.qtype} {args.vocab} x {args.dims}, {n} members ({args.backend})"
         load = f"load average (1 min) {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
         print(table_md)
-        print(save("distributed", title, f"`{command}`\n\n{args.timer} timer; {load}\n\n{table_md}",
-                   {"args": vars(args), "members": n, "rows": rows, "full_active": full_active,
-                    "both_active": both_active, "command": command, "load": load}))
+        print(
+            save(
+                "distributed",
+                title,
+                f"`{command}`\n\n{args.timer} timer; {load}\n\n{table_md}",
+                {
+                    "args": vars(args),
+                    "members": n,
+                    "rows": rows,
+                    "full_active": full_active,
+                    "both_active": both_active,
+                    "command": command,
+                    "load": load,
+                },
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-from conftest import random_table_bytes, reference
 
 from muser_mlx import Embedding, ShardedEmbedding, Table, shard, shard_embedding
+
+from conftest import random_table_bytes, reference
 
 # (qtype, vocab, dims): vocabularies not divisible by 2 or 3 (1003, 1001, 301, 257), by 3 only
 # (100) and by both (300)
@@ -130,7 +131,8 @@ def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
         "shape": list(sharded.as_linear(xs[2]).shape),
     }
     report["argmax_equal"] = all(
-        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1))) for x in xs
+        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1)))
+        for x in xs
     )
     x, c = xs[0], mx.array(rng.standard_normal((5, vocab)).astype(np.float32))
 
@@ -176,8 +178,16 @@ def mlx_lm_model(group) -> dict | None:
     from muser_mlx import quantize_embeddings
 
     args = llama.ModelArgs(
-        model_type="llama", hidden_size=256, num_hidden_layers=2, intermediate_size=384, num_attention_heads=6,
-        num_key_value_heads=6, head_dim=32, rms_norm_eps=1e-5, vocab_size=1001, tie_word_embeddings=True,
+        model_type="llama",
+        hidden_size=256,
+        num_hidden_layers=2,
+        intermediate_size=384,
+        num_attention_heads=6,
+        num_key_value_heads=6,
+        head_dim=32,
+        rms_norm_eps=1e-5,
+        vocab_size=1001,
+        tie_word_embeddings=True,
     )
 
     def build():

@@ -23,12 +23,13 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import random_table_bytes, tables
 from hypothesis import given, settings
 from mlx import nn
 
 from muser_mlx import Embedding, ShardedEmbedding, Table, shard, shard_embedding
 from muser_mlx.distributed import gather_columns, vocab_rows
+
+from conftest import random_table_bytes, tables
 
 TESTS = Path(__file__).resolve().parent
 LAUNCH_TIMEOUT_S = 300  # a loaded 2-core machine; an idle one runs a launch in about 10 s
@@ -63,15 +64,34 @@ def mlx_launch() -> str:
 
 def launch(n: int, out: Path) -> list[dict]:
     """Run the worker on ``n`` members of a ring over loopback; their reports in rank order."""
-    cmd = [mlx_launch(), "-n", str(n), "--backend", "ring", "-p", str(free_ports(n)), "--",
-           sys.executable, str(TESTS / "distributed_worker.py"), "--out", str(out)]
+    cmd = [
+        mlx_launch(),
+        "-n",
+        str(n),
+        "--backend",
+        "ring",
+        "-p",
+        str(free_ports(n)),
+        "--",
+        sys.executable,
+        str(TESTS / "distributed_worker.py"),
+        "--out",
+        str(out),
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
     # mlx.launch forwards its stdin to the members: a pipe held open here, as /dev/null is
     # always readable and would keep its main loop spinning (its threads that poll the members'
     # pipes take a fifth of a core anyway, measured)
     stdin_read, stdin_write = os.pipe()
-    proc = subprocess.Popen(cmd, stdin=stdin_read, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=stdin_read,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+        text=True,
+    )
     try:
         output, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -107,8 +127,14 @@ def test_lookups_are_bit_identical_on_every_member(members):
     for m in members:
         for c in m["cases"]:
             got = c["lookup"]
-            for key in ("bits_float32", "bits_float16", "bits_bfloat16", "bits_host_ids", "reference_bits",
-                        "compiled_bits"):
+            for key in (
+                "bits_float32",
+                "bits_float16",
+                "bits_bfloat16",
+                "bits_host_ids",
+                "reference_bits",
+                "compiled_bits",
+            ):
                 assert got[key], f"member {m['rank']}, {c['case']}: {key}"
             assert got["counts"] == [4, 4], c["case"]
 
