@@ -229,7 +229,7 @@ def main() -> None:
     args = parser.parse_args()
     mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
     group = mx.distributed.init(strict=True, backend=args.backend)
-    report = {"rank": group.rank(), "size": group.size(), "memory": memory(group)}
+    report = {"rank": group.rank(), "size": group.size(), "device": args.device, "memory": memory(group)}
     report["cases"] = [case(*c, group) for c in CASES]
     report["mlx_lm"] = mlx_lm_model(group)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -62,22 +62,13 @@ def mlx_launch() -> str:
     return found
 
 
-def launch(n: int, out: Path) -> list[dict]:
-    """Run the worker on ``n`` members of a ring over loopback; their reports in rank order."""
-    cmd = [
-        mlx_launch(),
-        "-n",
-        str(n),
-        "--backend",
-        "ring",
-        "-p",
-        str(free_ports(n)),
-        "--",
-        sys.executable,
-        str(TESTS / "distributed_worker.py"),
-        "--out",
-        str(out),
-    ]
+def launch(n: int, out: Path, backend: str = "ring") -> list[dict]:
+    """Run the worker on ``n`` members: a ring over loopback on the CPU, or with ``"nccl"`` one
+    process per GPU of this host. Their reports in rank order."""
+    port = ["-p", str(free_ports(n))] if backend == "ring" else ["--nccl-port", str(free_ports(1))]
+    device = "cpu" if backend == "ring" else "gpu"
+    worker = [str(TESTS / "distributed_worker.py"), "--out", str(out), "--backend", backend, "--device", device]
+    cmd = [mlx_launch(), "-n", str(n), "--backend", backend, *port, "--", sys.executable, *worker]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
     # mlx.launch forwards its stdin to the members: a pipe held open here, as /dev/null is
     # always readable and would keep its main loop spinning (its threads that poll the members'
@@ -106,9 +97,28 @@ def launch(n: int, out: Path) -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=["2 members", "3 members"])
+TWO_GPUS = mx.cuda.is_available() and mx.device_count(mx.gpu) >= 2 and mx.distributed.is_available("nccl")
+LAUNCHES = [
+    pytest.param(("ring", 2), id="2 members"),
+    pytest.param(("ring", 3), id="3 members"),
+    pytest.param(
+        ("nccl", 2),
+        id="2 GPUs",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not TWO_GPUS, reason="needs 2 CUDA GPUs and MLX's NCCL backend"),
+        ],
+    ),
+]
+# float32 logits: max |diff| / max |logit| per row; the GPU's kernels for the member's rows
+# against the whole table's (issue 32's bound)
+HEAD_TOLERANCE = {"cpu": 1e-6, "gpu": 1e-5}
+
+
+@pytest.fixture(scope="module", params=LAUNCHES)
 def members(request, tmp_path_factory) -> list[dict]:
-    return launch(request.param, tmp_path_factory.mktemp(f"ring{request.param}"))
+    backend, n = request.param
+    return launch(n, tmp_path_factory.mktemp(f"{backend}{n}"), backend)
 
 
 def test_rows_split_the_table_without_padding(members):
@@ -152,7 +162,7 @@ def test_head_matches_unsharded(members):
             h, where = c["head"], f"member {m['rank']}, {c['case']}"
             assert h["shape"] == [2, 3, c["vocab"]], where
             for key in ("rel", "slice_rel", "compiled_rel"):
-                assert h[key] <= 1e-6, f"{where}: {key} {h[key]:.3g}"
+                assert h[key] <= HEAD_TOLERANCE[m["device"]], f"{where}: {key} {h[key]:.3g}"
             for key in ("grad_rel", "grad_slice_rel", "compiled_grad_rel"):
                 assert h[key] <= 1e-5, f"{where}: {key} {h[key]:.3g}"
             assert h["rel_bfloat16"] <= 2**-7, where
@@ -163,12 +173,13 @@ def test_memory_per_member_is_its_share(members):
     n = len(members)
     held = [m["memory"] for m in members]
     assert sum(h["sharded_weight_bytes"] for h in held) == held[0]["table_bytes"]
+    # MLX's active memory after the whole table is dropped: this member's rows, and next to
+    # nothing else (a few bytes of scalars on the CPU; a GPU allocator may round buffers up)
+    slack = {"cpu": 4096, "gpu": 2**20}[members[0]["device"]]
     for h in held:
         assert h["full_active"] >= h["table_bytes"]
-        # MLX's active memory after the whole table is dropped: this member's rows, and next to
-        # nothing else (a few bytes of scalars)
-        assert h["sharded_weight_bytes"] <= h["sharded_active"] <= h["sharded_weight_bytes"] + 4096
-        assert h["sharded_active"] <= h["table_bytes"] / n * 1.01
+        assert h["sharded_weight_bytes"] <= h["sharded_active"] <= h["sharded_weight_bytes"] + slack, h
+        assert h["sharded_active"] <= h["table_bytes"] / n + slack, h
 
 
 def test_mlx_lm_model_sharded_with_its_layers(members):
