@@ -1,12 +1,12 @@
-// CPU dialect for the shared kernel source: plain C++17, so tests can execute the exact device
-// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+); a warp is
-// 32 threads run by muser_cpu::run_warps.
+// CPU dialect for the shared kernel source: plain C++17, so the tests can execute the exact device
+// arithmetic with the system compiler and the extension (csrc/) runs it for real. half is _Float16
+// (x86-64 GCC 12+ / Clang 15+, arm64). A warp is lanes_cpu.h's 32 threads (the tests) or
+// lanes_cpu_serial.h's one lane (the extension).
 #pragma once
 #include <cstdint>
 #include <cstring>
 
 #include "bfloat16_cpu.h"
-#include "cpu_runtime.h"
 
 #define MUSER_FN inline
 #define MUSER_LOCAL
