@@ -18,7 +18,7 @@
 // The sizes come at run time (dims, vocab: the CPU extension, one build for every table); the GPU
 // dialects' matvec<> passes its compiled-in DIMS and VOCAB.
 // Needs from lanes_<dialect>.h: muser_warp_lanes, muser_sum (a sum over the lanes of a warp),
-// muser_load_x; from the prelude: muser_store.
+// muser_load_x (and, where it defines MUSER_DOT, muser_dot); from the prelude: muser_store.
 #pragma once
 #include "formats.h"
 
@@ -94,10 +94,14 @@ struct FloatLanes {
           float lv[RUN];
           const Affine a = F::template levels<RUN>(rows[v], i + c * RUN, lv);
           for (int m = 0; m < ROWS; ++m) {
-            float dot = 0.0f;
+            float dot = 0.0f;  // lanes_cpu_serial.h's muser_dot where MUSER_DOT: a vector sum
+#ifdef MUSER_DOT
+            dot = muser_dot<RUN>(lv, xs[m] + c * RUN);
+#else
             for (int k = 0; k < RUN; ++k) {
               dot += lv[k] * xs[m][c * RUN + k];
             }
+#endif
             acc[v][m] += a.scale * dot - a.offset * x_sum[m][c];
           }
         }

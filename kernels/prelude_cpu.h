@@ -6,6 +6,12 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
+
 #include "bfloat16_cpu.h"
 
 #define MUSER_FN inline
@@ -46,5 +52,35 @@ template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {
     dst[k] = static_cast<T>(v[k]);
+  }
+}
+
+// formats.h's byte_levels, 8 values per vector op where the compiler targets AVX2 or NEON (the
+// extension's builds; the tests' harness builds for the baseline and takes the loop): lv[k] =
+// byte k of w - zero, exact (a byte less a zero of 0-128).
+#define MUSER_BYTE_LEVELS
+template <int N>
+inline void muser_byte_levels(const uint32_t* w, float zero, float* lv) {
+#if defined(__AVX2__)
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N / 8; ++c) {
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 2 * c)));
+      _mm256_storeu_ps(lv + 8 * c, _mm256_sub_ps(_mm256_cvtepi32_ps(bytes), _mm256_set1_ps(zero)));
+    }
+    return;
+  }
+#elif defined(__ARM_NEON)
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N / 8; ++c) {
+      const uint16x8_t half = vmovl_u8(vld1_u8(reinterpret_cast<const uint8_t*>(w + 2 * c)));
+      const float32x4_t z = vdupq_n_f32(zero);
+      vst1q_f32(lv + 8 * c, vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(half))), z));
+      vst1q_f32(lv + 8 * c + 4, vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_high_u16(half))), z));
+    }
+    return;
+  }
+#endif
+  for (int k = 0; k < N; ++k) {
+    lv[k] = float(int((w[k / 4] >> (8 * (k % 4))) & 255u)) - zero;
   }
 }
