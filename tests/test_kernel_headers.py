@@ -30,7 +30,7 @@ def test_a_kernel_header_holds_its_tables_decoder_alone(dialect, qtype):
         assert re.findall(r"struct Format<ggml::(\w+)>", header) == [qtype]
         assert '#include "' not in header and "#pragma once" not in header and "//" not in header
     assert "muser_sum" not in gather and "muser_sum" in matvec  # the LM heads' lane operations
-    assert len(gather) < 8500  # bytes; 13.3 KB when every decoder was in it
+    assert len(gather) < 9000  # bytes (8.5 KB for Q5_K); 13.3 KB when every decoder was in it
 
 
 def test_cuda_includes_the_files_metal_gets_their_text():
