@@ -55,6 +55,40 @@ inline void muser_store(T* dst, const float* v) {
   }
 }
 
+// float16 and bfloat16 out, 8 values per vector op on AVX2 (F16C): the same roundings as the
+// scalar casts (to nearest even; bfloat16's NaN 0x7fc0 with the sign, as muser_bfloat16).
+#if defined(__AVX2__) && defined(__F16C__)
+template <int N>
+inline void muser_store(_Float16* dst, const float* v) {
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N; c += 8) {
+      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(v + c), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), h);
+    }
+  } else {
+    for (int k = 0; k < N; ++k) dst[k] = _Float16(v[k]);
+  }
+}
+
+template <int N>
+inline void muser_store(muser_bfloat16* dst, const float* v) {
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N; c += 8) {
+      const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(v + c));
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+      const __m256i quiet = _mm256_or_si256(_mm256_set1_epi32(0x7fc0), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)));
+      const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+      const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), packed);
+    }
+  } else {
+    for (int k = 0; k < N; ++k) dst[k] = muser_bfloat16(v[k]);
+  }
+}
+#endif
+
 // formats.h's byte_levels, 8 values per vector op where the compiler targets AVX2 or NEON (the
 // extension's builds; the tests' harness builds for the baseline and takes the loop): lv[k] =
 // byte k of w - zero, exact (a byte less a zero of 0-128).
