@@ -21,7 +21,7 @@ inline float muser_dot(const float* a, const float* b) {
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
   }
-#elif defined(__ARM_NEON)
+#elif defined(__ARM_NEON) && defined(__aarch64__)
   if constexpr (N % 4 == 0) {
     float32x4_t acc = vmulq_f32(vld1q_f32(a), vld1q_f32(b));
     for (int k = 4; k < N; k += 4) acc = vfmaq_f32(acc, vld1q_f32(a + k), vld1q_f32(b + k));

@@ -8,7 +8,7 @@
 
 #if defined(__AVX2__)
 #include <immintrin.h>
-#elif defined(__ARM_NEON)
+#elif defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
 #endif
 
@@ -103,7 +103,7 @@ inline void muser_byte_levels(const uint32_t* w, float zero, float* lv) {
     }
     return;
   }
-#elif defined(__ARM_NEON)
+#elif defined(__ARM_NEON) && defined(__aarch64__)
   if constexpr (N % 8 == 0) {
     for (int c = 0; c < N / 8; ++c) {
       const uint16x8_t half = vmovl_u8(vld1_u8(reinterpret_cast<const uint8_t*>(w + 2 * c)));
