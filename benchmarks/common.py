@@ -14,6 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
+# The token embedding of Muse Glimmer (mlx-lm's muse_glimmer): 6,656 values per row, 202,048 rows.
 GLIMMER = dict(dims=6656, vocab=202048)
 
 
@@ -48,7 +49,7 @@ def alternating_medians(calls: dict, reps: int, rounds: int = 20, warmup: int = 
     lookups between 28 and 42 us, from run to run and within one), and with short blocks and
     many rounds the drift falls on every name alike. Each block is timed in its steady state,
     the same graph evaluated again and again as in a model's decode loop; evaluations
-    interleaved one by one measured a different thing (README, "One id per evaluation")."""
+    interleaved one by one measure a different thing (docs/performance.md, "Timing")."""
     samples = {name: [] for name in calls}
     for r in range(rounds):
         for name in list(calls)[:: 1 if r % 2 == 0 else -1]:

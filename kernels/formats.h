@@ -1,6 +1,6 @@
 // What every block decoder shares: the Format contract, little-endian field loads, levels as exact
 // floats. The decoders themselves are format_<name>.h, one per GGUF format, each a specialization
-// Format<ggml::NAME> (ggml_types.h); a kernel's header holds only its table's (backends/kernel.py).
+// Format<ggml::NAME> (ggml_types.h); a kernel's header holds only its table's (backends/source.py).
 //
 // Every format is affine over runs of 16 values: Format<T>::levels<N>(row, i, lv) writes the
 // levels of row values i .. i+N-1 into lv[0..N-1] and returns their Affine {scale, offset}, so

@@ -16,6 +16,8 @@
 
 #define MUSER_FN inline
 #define MUSER_LOCAL
+// A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h).
+#define MUSER_CONSTANT static const
 
 inline float muser_f16_bits_to_float(uint16_t bits) {
   _Float16 h;

@@ -11,8 +11,7 @@ import numpy as np
 
 from .embedding import Embedding
 from .errors import GGUFError
-from .gguf import gatherable_tensors, read_tensor
-from .table import Table
+from .gguf import gatherable_tensors, open_gguf, table_tensor
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 
@@ -22,19 +21,24 @@ def _mib(n: int) -> str:
 
 
 def inspect(args) -> None:
-    t = read_tensor(args.file, args.tensor)
-    values = t.dims * t.vocab
-    print(f"{t.path}")
-    print(f"  architecture   {t.architecture or '(not set)'}")
-    print(f"  tensor         {t.name}: {t.format.name}, ggml shape [{t.dims}, {t.vocab}] (dims, vocab)")
-    print(f"  row            {t.format.row_bytes(t.dims):,} bytes = {t.dims // t.format.block_values} blocks "
-          f"of {t.format.block_bytes} bytes ({t.format.block_values} values each)")
-    print(f"  held as        {_mib(t.data.nbytes)} ({8 * t.data.nbytes / values:.2f} bits per value)")
-    print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.data.nbytes:.1f}x)")
-    print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.data.nbytes:.1f}x)")
-    print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
-    for g in gatherable_tensors(args.file):
-        print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
+    with open_gguf(args.file) as f:
+        t, fmt = table_tensor(f, args.tensor)
+        dims, vocab = t.shape
+        values = dims * vocab
+        print(f"{f.path}")
+        print(f"  architecture   {f.architecture or '(not set)'}")
+        print(f"  tensor         {t.name}: {t.qtype}, ggml shape [{dims}, {vocab}] (dims, vocab)")
+        print(f"  row            {t.row_bytes:,} bytes = {dims // fmt.block_values} blocks "
+              f"of {fmt.block_bytes} bytes ({fmt.block_values} values each)")
+        print(f"  held as        {_mib(t.nbytes)} ({8 * t.nbytes / values:.2f} bits per value)")
+        print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.nbytes:.1f}x)")
+        print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.nbytes:.1f}x)")
+        tied = {True: "yes: no output.weight, the LM head is token_embd.weight", False: "no: the file has output.weight",
+                None: "(not a model file: no blocks)"}[f.tied]
+        print(f"  tied head      {tied}")
+        print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
+        for g in gatherable_tensors(f):
+            print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
 
 
 def embed(args) -> None:

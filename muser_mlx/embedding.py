@@ -11,6 +11,7 @@ from mlx.utils import tree_map_with_path
 
 from . import backends
 from .backends import on_gpu
+from .gguf import GGUFFile, opened
 from .ids import check_device_ids, count_out_of_range, host_ids
 from .linear import as_linear, tied_head
 from .table import Table
@@ -79,9 +80,13 @@ class Embedding(nn.Module):
             ``IndexError``). Host ids (ints, lists, NumPy) always raise.
         backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
 
-    ``tied`` is True when loaded by ``from_gguf`` from a file whose LM head is this table (no
-    ``output.weight``; logged once at INFO on the ``muser_mlx`` logger), False when the file has
-    its own head, None when not loaded from a file.
+    ``tied`` is True when loaded by ``from_gguf`` from a model file whose LM head is this table
+    (it has blocks but no ``output.weight``; logged once at INFO on the ``muser_mlx`` logger),
+    False when the model has its own head, None for a file holding only tables (as ``save_gguf``
+    writes) or when not loaded from a file (``GGUFFile.tied``).
+
+    Under ``mx.compile`` the ids are tracers that cannot be read on the host: ``"raise"`` (and
+    ``check_ids=True``) raise ``ValueError`` there; clamp, and count with :meth:`lookup_with_count`.
     """
 
     tied: bool | None = None
@@ -100,12 +105,14 @@ class Embedding(nn.Module):
 
     @classmethod
     def from_gguf(
-        cls, path: str | Path, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
+        cls, path: str | Path | GGUFFile, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
     ):
-        """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor
-        (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
-        module = cls(Table.from_gguf(path, tensor, check), dtype, **kwargs)
-        module.tied = tied_head(path, tensor)
+        """Load ``tensor`` of the GGUF at ``path`` (or of a file already open, see
+        :func:`muser_mlx.gguf.open_gguf`), opening it once; raises ``GGUFError`` on a bad file or
+        tensor (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
+        with opened(path) as f:
+            module = cls(Table.from_gguf(f, tensor, check), dtype, **kwargs)
+            module.tied = tied_head(f, tensor)
         return module
 
     @classmethod
@@ -187,8 +194,8 @@ class Embedding(nn.Module):
     def __call__(self, x) -> mx.array:
         # mx.array ids, the default device a GPU, the GPU's gather bound to this weight (so
         # clamping): what _lookup would do is gather(x), so do it at once. One id per evaluation
-        # is mostly host time, spent cold right after the previous evaluation (README, "One id
-        # per evaluation"), so this path is a few Python operations.
+        # is mostly host time, spent cold right after the previous evaluation (docs/performance.md,
+        # "Compiled small batches"), so this path is a few Python operations.
         weight, gather = self._fast
         if type(x) is mx.array and self["weight"] is weight and on_gpu():
             return gather(x)

@@ -16,7 +16,7 @@ from muser_mlx.formats import FLOAT_KINDS
 
 def test_every_format_names_aligned_float_fields_inside_its_block():
     for fmt in FORMATS.values():
-        width = FLOAT_KINDS[fmt.float_kind][0].size
+        width = FLOAT_KINDS[fmt.float_kind].word.size
         assert fmt.float_offsets and all(off % width == 0 and off + width <= fmt.block_bytes for off in fmt.float_offsets)
 
 
@@ -29,7 +29,7 @@ def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, 
     rng = np.random.default_rng(seed)
     data = random_table_bytes(rng, qtype, vocab, dims)
     offsets = fmt.float_offsets
-    word, exponent = FLOAT_KINDS[fmt.float_kind]
+    word, exponent, _ = FLOAT_KINDS[fmt.float_kind]
     width = word.size
     blocks = data.reshape(vocab, -1, fmt.block_bytes)
     for _ in range(n_bad):  # exponent all ones: Inf, or NaN where the mantissa is not 0

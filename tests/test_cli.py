@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from conftest import fixture, reference
 from muser_mlx.cli import main

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf
 from kernel_harness import CXX, cpu_gather, metal_gather
 from muser_mlx import FORMATS, GGUFError, Table, embedding
-from muser_mlx.gguf import Gatherable, gatherable_tensors
+from muser_mlx.gguf import Gatherable, gatherable_tensors, open_gguf
 from muser_mlx.writer import save_gguf
 
 QTYPES = list(FORMATS)
@@ -99,6 +99,22 @@ def test_fixture_rows_match_gguf_py(name, tensor, qtype, dims, vocab):
         assert_bits_equal(cpu_gather(table, all_ids), expected)
 
 
+@pytest.mark.parametrize("qtype", [q for q in QTYPES if FORMATS[q].quantized])
+def test_llama_cpp_quantized_table_of_every_type(capfd, qtype):
+    """types/<TYPE>.gguf (ggml-quantized, 300 x 512, edge-case rows 0-8): every row on the ops
+    path, the CPU build of the kernel and the generated Metal source equals gguf-py's, which
+    equals ggml's own to_float on these files."""
+    table = Table.from_gguf(fixture(f"types/{qtype}.gguf"))
+    assert (table.qtype, table.dims, table.vocab) == (qtype, 512, 300)
+    expected = gguf.quants.dequantize(np.array(table.data), GGMLQuantizationType[qtype])
+    all_ids = np.arange(table.vocab, dtype=np.int32)
+    for dtype in (mx.float32, mx.float16, mx.bfloat16):
+        assert_bits_equal(embedding(table, all_ids, dtype, backend="ops"), expected, dtype)
+    if CXX is not None:
+        assert_bits_equal(cpu_gather(table, all_ids), expected)
+        assert_bits_equal(metal_gather(table, all_ids[:40], mx.bfloat16, capfd), expected[:40], mx.bfloat16)
+
+
 @pytest.mark.parametrize("qtype", QTYPES)
 def test_tables_saved_through_gguf_writer_load_back(tmp_path, qtype):
     block = FORMATS[qtype].block_values
@@ -113,7 +129,12 @@ def test_tables_saved_through_gguf_writer_load_back(tmp_path, qtype):
     assert_bits_equal(embedding(table, ids, backend="ops"), reference(raw, qtype, ids))
 
 
-@pytest.mark.parametrize("qtype", ["Q2_K", "Q3_K", "IQ4_XS", "Q5_0", "Q4_1"])
+# Types gguf-py names that the package does not read: Q8_1 and Q8_K are ggml's dot-product
+# operands, not storage types; the integer types and F64 are no tables of weights.
+UNSUPPORTED = [t.name for t in GGMLQuantizationType if t.name not in FORMATS]
+
+
+@pytest.mark.parametrize("qtype", UNSUPPORTED)
 def test_unsupported_type_names_itself_and_the_supported_ones(tmp_path, qtype):
     _, block_bytes = gguf.GGML_QUANT_SIZES[GGMLQuantizationType[qtype]]
     raw = np.zeros((3, block_bytes), np.uint8)  # vocab 3, dims one block
@@ -130,7 +151,7 @@ def test_gatherable_tensors_lists_supported_2d_tensors(tmp_path):
     tensors = {
         "token_embd.weight": (random_table_bytes(rng, "Q5_K", 5, 512), "Q5_K"),
         "output.weight": (random_table_bytes(rng, "BF16", 5, 3), "BF16"),
-        "blk.0.attn_q.weight": (np.zeros((4, 84), np.uint8), "Q2_K"),  # unsupported type
+        "blk.0.attn_q.weight": (np.zeros((4, 292), np.uint8), "Q8_K"),  # unsupported type
         "output_norm.weight": (np.zeros(16, np.uint8), "F32"),  # 1-D
         "blk.0.ffn_gate_exps.weight": (np.zeros((2, 3, 18), np.uint8), "Q4_0"),  # 3-D
     }
@@ -140,7 +161,8 @@ def test_gatherable_tensors_lists_supported_2d_tensors(tmp_path):
         Gatherable("output.weight", "BF16", 3, 5, 5 * 3 * 2),
     ]
     assert gatherable_tensors(path) == expected
-    assert gatherable_tensors(gguf.GGUFReader(path)) == expected
+    with open_gguf(path) as f:  # an open file is read as it is
+        assert gatherable_tensors(f) == expected
 
 
 def test_gatherable_tensors_of_a_llama_cpp_file():
@@ -150,3 +172,24 @@ def test_gatherable_tensors_of_a_llama_cpp_file():
         Gatherable("token_embd.weight", "Q4_K", 512, 1003, 1003 * 2 * 144),
     ]
     assert len(found) == 9  # the 2-D tensors; the three F32 norms are 1-D
+
+
+@pytest.mark.parametrize("qtype", ["MXFP4", "NVFP4"])
+def test_every_scale_byte_of_the_fp4_formats(capfd, qtype):
+    """Each of the 256 scale bytes once, random nibbles: E8M0's subnormal halves (e = 0, 1), its
+    products past float32's range (e >= 253: Inf, in gguf-py and ggml too) and 0xFF (2^127, as
+    ggml's CPU decodes it); UE4M3's subnormals, bit 7 and 0x7F (read as 0). Every path bit for bit."""
+    fmt = FORMATS[qtype]
+    rng = np.random.default_rng(5)
+    blocks = rng.integers(0, 256, (256 // len(fmt.float_offsets), fmt.block_bytes), dtype=np.uint8)
+    blocks[:, list(fmt.float_offsets)] = np.arange(256, dtype=np.uint8).reshape(len(blocks), -1)
+    table = Table.from_bytes(blocks, qtype, fmt.block_values)
+    ids = np.arange(table.vocab, dtype=np.int32)
+    with np.errstate(over="ignore"):
+        expected = reference(blocks, qtype, ids)
+    assert (np.isinf(expected).any() if qtype == "MXFP4" else np.isfinite(expected).all())
+    for dtype in (mx.float32, mx.float16):
+        assert_bits_equal(embedding(table, ids, dtype, backend="ops"), expected, dtype)
+    if CXX is not None:
+        assert_bits_equal(cpu_gather(table, ids), expected)
+        assert_bits_equal(metal_gather(table, ids, mx.float32, capfd), expected)

@@ -4,11 +4,13 @@ against the portable path. Skipped where MLX has no GPU backend, e.g. CI's CPU-o
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
-from muser_mlx import Embedding, Table, backends, embedding
-from muser_mlx.backends.kernel import COMPILED_IDS
+from muser_mlx import FORMATS, Embedding, Table, backends, embedding
+from muser_mlx.backends.tuning import COMPILED_IDS
+
+from conftest import FIXTURES, OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
 
 GPU = backends._GPU_BACKEND
 pytestmark = [
@@ -104,3 +106,26 @@ def test_fixtures_on_the_gpu(name):
     table = Table.from_gguf(fixture(name))
     ids = np.arange(table.vocab)
     assert_bits_equal(embedding(table, ids), reference(np.array(table.data), table.qtype, ids))
+
+
+@pytest.mark.parametrize("qtype", sorted(FORMATS))
+def test_every_type_on_the_gpu(qtype):
+    """Per type: a random table (ids past the vocabulary clamp), its llama.cpp-quantized table
+    (types/, where the fixtures have it), and for MXFP4 and NVFP4 each of the 256 scale bytes (E8M0's
+    subnormal halves and products past float32's range; UE4M3's 0x7F), in every output dtype."""
+    fmt = FORMATS[qtype]
+    dims = 512 if fmt.block_values > 1 else 12
+    raws = [random_table_bytes(np.random.default_rng(13), qtype, 300, dims)]
+    if fmt.quantized and (FIXTURES / "types" / f"{qtype}.gguf").is_file():
+        raws.append(np.array(Table.from_gguf(FIXTURES / "types" / f"{qtype}.gguf").data))
+    if fmt.float_kind in ("e8m0", "ue4m3"):
+        blocks = np.random.default_rng(5).integers(0, 256, (256 // len(fmt.float_offsets), fmt.block_bytes), np.uint8)
+        blocks[:, list(fmt.float_offsets)] = np.arange(256, dtype=np.uint8).reshape(len(blocks), -1)
+        raws.append(blocks.reshape(-1, fmt.row_bytes(dims)))
+    for raw in raws:
+        table = Table.from_bytes(raw, qtype, dims)
+        ids = np.concatenate([np.arange(table.vocab), [table.vocab, -1]]).astype(np.int32)
+        with np.errstate(over="ignore"):
+            expected = reference(raw, qtype, ids)
+        for dtype in (mx.float32, mx.float16, mx.bfloat16):
+            assert_bits_equal(embedding(table, mx.array(ids), dtype, backend=GPU), expected, dtype)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from mlx.utils import tree_flatten
 
-from conftest import assert_bits_equal, reference
 from muser_mlx import Embedding, Table, embedding
+
+from conftest import assert_bits_equal, reference
 
 
 def test_drop_in_for_nn_embedding(q4k_table):
@@ -72,11 +73,10 @@ def test_updated_weight_is_used(q4k_table):
     assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
 
 
-def test_compiles_with_its_state_as_an_input(q4k_table, monkeypatch):
+def test_compiles_with_its_state_as_an_input(q4k_table):
     """mx.compile(step, inputs=model.state), as a training step is compiled: while traced the
-    weight is a tracer, which the table takes as it is (a GPU backend's alignment check cannot
-    evaluate it; a CUDA backend is faked here so that the CPU takes that path)."""
-    monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
+    weight is a tracer, which the table takes as it is (tests/test_device.py: and a GPU
+    backend's kernel_data)."""
     table, raw = q4k_table
     emb = Embedding(table)
     step = mx.compile(lambda i: emb(i) * 1.0, inputs=emb.state)

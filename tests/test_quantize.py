@@ -1,26 +1,29 @@
-"""Q4_K quantizer: byte conformance with llama.cpp and round-trip error properties."""
+"""The quantizers: Q4_K's byte conformance with llama.cpp and round-trip error properties; every
+other quantizable type byte-identical to gguf-py's and, where ggml made a fixture without an
+importance matrix, to ggml's."""
 
-from pathlib import Path
+import importlib
 
 import gguf
+import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from muser_mlx.quantize import quantize
+from conftest import fixture
+from muser_mlx import FORMATS, Embedding
+from muser_mlx.quantize import QUANTIZABLE, quantize
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 Q4_K = gguf.GGMLQuantizationType.Q4_K
+GGUF_PY_TYPES = [q for q in QUANTIZABLE if q != "Q4_K"]
 
 
 @pytest.fixture(scope="module")
 def token_embd():
     """(float32 [1003, 512], llama-quantize's Q4_K bytes [2006 blocks, 144])."""
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixtures folder {FIXTURES} is absent (it sits beside the checkout)")
-    x = np.load(FIXTURES / "tiny-llama.token_embd.f32.npy")
-    reader = gguf.GGUFReader(FIXTURES / "tiny-llama-Q4_K_M.gguf")
+    x = np.load(fixture("tiny-llama.token_embd.f32.npy"))
+    reader = gguf.GGUFReader(fixture("tiny-llama-Q4_K_M.gguf"))
     ref = next(t for t in reader.tensors if t.name == "token_embd.weight")
     assert ref.tensor_type == Q4_K
     return x, np.asarray(ref.data).reshape(-1, 144)
@@ -43,7 +46,6 @@ def test_matches_llama_quantize_on_edge_rows(token_embd):
 
 
 def test_accepts_mlx_array(token_embd):
-    mx = pytest.importorskip("mlx.core")
     x, ref = token_embd
     np.testing.assert_array_equal(quantize(mx.array(x[:16])).reshape(-1, 144), ref[:32])
 
@@ -137,11 +139,95 @@ def test_all_zero_row_round_trips_to_zero():
     [
         (np.zeros(256, np.float32), "Q4_K", "2-D"),
         (np.zeros((2, 100), np.float32), "Q4_K", "multiple of 256"),
+        (np.zeros((2, 48), np.float32), "Q8_0", "cols \\(48\\) must be a multiple of 32 for Q8_0"),
         (np.where(np.arange(512) == 300, np.nan, 0).astype(np.float32).reshape(2, 256), "Q4_K", "row 1"),
         (np.full((1, 256), np.inf, np.float32), "Q4_K", "row 0"),
+        (np.full((1, 32), np.inf, np.float32), "BF16", "row 0"),
         (np.zeros((1, 256), np.float32), "Q9_9", "Q4_K"),
+        (np.zeros((1, 256), np.float32), "NVFP4", "unsupported qtype 'NVFP4'; supported: F32, F16, BF16, Q4_0"),
     ],
 )
 def test_rejects_bad_input(x, qtype, message):
     with pytest.raises(ValueError, match=message):
         quantize(x, qtype)
+
+
+# ---------------------------------------------------------------- the other types
+
+def test_every_type_gguf_py_quantizes_is_quantizable():
+    """gguf-py's quantizers (its F32 and F16 are casts) and ours, Q4_K."""
+    can = {t.name for t in gguf.quants._type_traits if _gguf_py_quantizes(t.name)}
+    assert can | {"F32", "F16", "Q4_K"} == set(QUANTIZABLE)
+
+
+def _gguf_py_quantizes(name: str) -> bool:
+    try:
+        gguf.quants.quantize(np.zeros((1, 256), np.float32), gguf.GGMLQuantizationType[name])
+    except NotImplementedError:
+        return False
+    return True
+
+
+# ggml_quantize_chunk made types/<TYPE>.gguf from types/f32.npy, with an importance matrix where it
+# was given one: these four came out as ggml's reference quantizers (gguf-py's) make them; Q4_0,
+# Q4_1, Q5_0 and Q5_1 differ (their importance-matrix path), so gguf-py is their only reference.
+GGML_REFERENCE_FIXTURES = ["Q8_0", "TQ1_0", "TQ2_0", "MXFP4"]
+
+
+@pytest.mark.parametrize("qtype", GGML_REFERENCE_FIXTURES)
+def test_matches_ggml_on_its_fixture(qtype):
+    x = np.load(fixture("types/f32.npy"))
+    ref = next(t for t in gguf.GGUFReader(fixture(f"types/{qtype}.gguf")).tensors if t.name == "token_embd.weight")
+    assert ref.tensor_type.name == qtype
+    got = quantize(x, qtype)
+    same = (got == np.asarray(ref.data)).all(axis=1)
+    assert same.all(), f"rows differing: {np.flatnonzero(~same)[:10]}"
+
+
+@pytest.mark.parametrize("qtype, name", [("Q8_0", "tiny-llama-Q8_0.gguf"), ("F16", "tiny-llama-f16.gguf")])
+def test_matches_llama_quantize_token_embd(qtype, name):
+    x = np.load(fixture("tiny-llama.token_embd.f32.npy"))
+    ref = next(t for t in gguf.GGUFReader(fixture(name)).tensors if t.name == "token_embd.weight")
+    assert np.array_equal(quantize(x, qtype), np.asarray(ref.data).view(np.uint8).reshape(x.shape[0], -1))
+
+
+@st.composite
+def any_weights(draw, block: int):
+    """float32 [1..40, block * k]: rows of mixed magnitudes (zeros, constants, ~1e-30 .. 6e4)."""
+    shape = (draw(st.integers(1, 40)), block * draw(st.integers(1, 3)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = rng.standard_normal(shape) * 10.0 ** rng.uniform(-30, 4.5, (shape[0], 1))
+    x[rng.random(shape[0]) < 0.2] = draw(st.sampled_from([0.0, 0.5, -0.25]))
+    return np.clip(x, -6e4, 6e4).astype(np.float32)
+
+
+@pytest.mark.parametrize("qtype", GGUF_PY_TYPES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_matches_gguf_py(qtype, data):
+    """The driver (chunks of rows over threads) leaves gguf-py's bytes as they are, and they
+    dequantize to finite values."""
+    x = data.draw(any_weights(max(FORMATS[qtype].block_values, 32)))
+    got = quantize(x, qtype)
+    assert np.array_equal(got, np.asarray(gguf.quants.quantize(x, gguf.GGMLQuantizationType[qtype])).view(np.uint8))
+    assert np.isfinite(gguf.quants.dequantize(got, gguf.GGMLQuantizationType[qtype])).all()
+
+
+def test_chunks_of_rows_assemble_in_order(monkeypatch):
+    """Many work items (a chunk of one row each) give the bytes one chunk does."""
+    module = importlib.import_module("muser_mlx.quantize")  # (muser_mlx.quantize is the function)
+    x = np.random.default_rng(1).standard_normal((37, 256)).astype(np.float32)
+    whole = {q: quantize(x, q) for q in QUANTIZABLE}
+    monkeypatch.setattr(module, "_CHUNK_VALUES", 256)
+    for qtype, expected in whole.items():
+        assert np.array_equal(quantize(x, qtype), expected), qtype
+
+
+@pytest.mark.parametrize("qtype", QUANTIZABLE)
+def test_from_embedding_of_every_type(qtype):
+    weight = (mx.random.normal((20, 256), key=mx.random.key(3)) * 0.02).astype(mx.float32)
+    emb = Embedding.from_embedding(weight, qtype)
+    data = quantize(np.array(weight), qtype)
+    assert emb.qtype == qtype and np.array_equal(np.array(emb.weight), data)
+    expected = gguf.quants.dequantize(data, gguf.GGMLQuantizationType[qtype]).reshape(20, 256)
+    assert np.array_equal(np.array(emb(mx.arange(20))), expected)

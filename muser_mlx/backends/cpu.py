@@ -14,14 +14,6 @@ import mlx.core as mx
 
 from ..ids import check_dtype
 
-# linear.py's streamed head: the CPU has the float matvec only (no byte dot products, no matrix units)
-bytedot_kernel = None
-
-
-def matrix_units() -> bool:
-    return False
-
-
 @cache
 def _module():
     """(the extension module, None) or (None, why it cannot be used)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 
-from .base import Format
+from .base import Format, gguf_py_quantizer
 from .fields import bf16, f16
 
 
@@ -22,7 +22,7 @@ def _decode_bf16(blocks: mx.array) -> mx.array:
 
 
 FORMATS = (
-    Format("F32", _decode_f32, "f32", (0,)),
-    Format("F16", _decode_f16, "f16", (0,)),
-    Format("BF16", _decode_bf16, "bf16", (0,)),
+    Format("F32", _decode_f32, "f32", (0,), gguf_py_quantizer("F32")),
+    Format("F16", _decode_f16, "f16", (0,), gguf_py_quantizer("F16")),
+    Format("BF16", _decode_bf16, "bf16", (0,), gguf_py_quantizer("BF16")),
 )

@@ -6,6 +6,7 @@ import mlx.core as mx
 
 from .base import Format
 from .fields import bit_fields, f16, i8, split
+from .q4_k_quantizer import quantize_q4_k
 
 
 def _q4_k_scales_mins(scales: mx.array) -> tuple[mx.array, mx.array]:
@@ -30,6 +31,41 @@ def _k_scaled_minus_min(d: mx.array, dmin: mx.array, scales: mx.array, q: mx.arr
     scale = (f16(d)[:, None] * sc)[:, :, None]
     offset = (f16(dmin)[:, None] * mn)[:, :, None]
     return (scale * q.reshape(n, 8, 32).astype(mx.float32) - offset).reshape(n, 256)
+
+
+def _decode_q2_k(blocks: mx.array) -> mx.array:
+    """Q2_K super-block, 84 bytes -> 256 values, 16 sub-blocks of 16.
+
+    bytes 0-15 scales (sub-block t: scale = low nibble of scales[t], min = high nibble), 16-79 qs,
+    80-81 d (f16), 82-83 dmin (f16). Level of value 128p + 32s + l (p = 0, 1; s = 0..3): bits
+    2s, 2s+1 of qs[32p + l]. value = (d * scale[t]) * q - dmin * min[t], t = value index // 16.
+    """
+    n = blocks.shape[0]
+    scales, qs, d, dmin = split(blocks, 16, 64, 2, 2)
+    scale = (f16(d)[:, None] * (scales & 15).astype(mx.float32))[:, :, None]
+    offset = (f16(dmin)[:, None] * (scales >> 4).astype(mx.float32))[:, :, None]
+    q = bit_fields(qs, 32, 2).reshape(n, 16, 16).astype(mx.float32)
+    return (scale * q - offset).reshape(n, 256)
+
+
+def _decode_q3_k(blocks: mx.array) -> mx.array:
+    """Q3_K super-block, 110 bytes -> 256 values, 16 sub-blocks of 16.
+
+    bytes 0-31 hmask, 32-95 qs, 96-107 sixteen 6-bit scales, 108-109 d (f16).
+    Level of value v = 128p + 32s + l (l = 0..31), 3 bits:
+        bit 2     = bit v // 32 of hmask[l]
+        bits 0-1  = bits 2s, 2s+1 of qs[32p + l]   (as Q2_K)
+    Scale t, 6 bits: bits 0-3 = nibble t // 8 of byte t % 8, bits 4-5 = bits 2 (t // 4), +1 of
+    byte 8 + t % 4 (of the 12).
+    value = (d * (scale[t] - 32)) * (q - 4), t = v // 16.
+    """
+    n = blocks.shape[0]
+    hmask, qs, scales, d = split(blocks, 32, 64, 12, 2)
+    q = bit_fields(qs, 32, 2) | (bit_fields(hmask, 32, 1) << 2)  # uint8 [n, 256], 0..7
+    level = (q.astype(mx.int8) - 4).astype(mx.float32).reshape(n, 16, 16)
+    sc = bit_fields(scales[:, :8], 8, 4) | (bit_fields(scales[:, 8:], 4, 2) << 4)  # uint8 [n, 16], 0..63
+    scale = f16(d)[:, None] * (sc.astype(mx.int8) - 32).astype(mx.float32)
+    return (scale[:, :, None] * level).reshape(n, 256)
 
 
 def _decode_q4_k(blocks: mx.array) -> mx.array:
@@ -75,7 +111,9 @@ def _decode_q6_k(blocks: mx.array) -> mx.array:
 
 
 FORMATS = (
-    Format("Q4_K", _decode_q4_k, "f16", (0, 2)),
+    Format("Q2_K", _decode_q2_k, "f16", (80, 82)),
+    Format("Q3_K", _decode_q3_k, "f16", (108,)),
+    Format("Q4_K", _decode_q4_k, "f16", (0, 2), quantize_q4_k),
     Format("Q5_K", _decode_q5_k, "f16", (0, 2)),
     Format("Q6_K", _decode_q6_k, "f16", (208,)),
 )

@@ -1,0 +1,38 @@
+// NVFP4: 64 values in 36 bytes (blocks 4-byte aligned), four sub-blocks of 16.
+//   0-3 d (one UE4M3 scale per sub-block)   4-35 qs, 8 bytes per sub-block
+//   sub-block s (values 16s .. 16s+15) reads qs[8s .. 8s+7] (format_half_nibbles.h, halves of 8):
+//   value 16s + l is the low nibble of qs[8s + l] (l < 8), 16s + 8 + l the high one
+//   value = d[s] * kvalues_mxfp4[q]   (format_value_tables.h: E2M1 doubled)
+// UE4M3 byte x (bit 7 unused; ggml_ue4m3_to_fp32): exponent e = bits 3-6, mantissa m = bits 0-2;
+// halved for the doubled values, d = (8 + m) * 2^(e - 11), or m * 2^-10 for e = 0; x = 0x7F
+// (E4M3's NaN) is 0. Every d is finite, every product exact.
+#pragma once
+#include "format_half_nibbles.h"
+#include "format_value_tables.h"
+
+namespace muser {
+
+MUSER_FN float ue4m3_half(uint32_t x) {
+  const uint32_t e = (x >> 3) & 15u, m = x & 7u;
+  const float pow2 = muser_f32_bits_to_float(((e ? e : 1u) + 116u) << 23);  // 2^(max(e, 1) - 11)
+  return x == 0x7Fu ? 0.0f : level(e ? 8u + m : m, 0.0f) * pow2;
+}
+
+template <>
+struct Format<ggml::NVFP4> : ByteLevels<Format<ggml::NVFP4>> {
+  enum { block_values = 64, block_bytes = 36, affine_values = 16, level_bits = 5, zero = 12 };
+  enum { d_at = 0, qs_at = 4, sub_values = 16, sub_bytes = 8 };  // field offsets; a sub-block
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t s = i % block_values / sub_values;
+    half_nibbles<N, sub_bytes, 4, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, w);
+    const ByteTable values = e2m1_values();
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = table_bytes(values, w[k]);
+    }
+    return Affine{ue4m3_half(block[d_at + s]), 0.0f};
+  }
+};
+
+}  // namespace muser

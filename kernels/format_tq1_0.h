@@ -1,0 +1,50 @@
+// TQ1_0: 256 ternary values in 54 bytes (blocks 2-byte aligned), five trits per byte.
+//   0-47 qs   48-51 qh   52-53 d (f16)
+//   A byte b holds trits t_0 .. t_4 as b = ceil(256 * (81 t_0 + 27 t_1 + 9 t_2 + 3 t_3 + t_4) / 243)
+//   (qh's bytes four of them); trit k is ((b * 3^k mod 256) * 3) >> 8, bits 8-9 of the product.
+//   value v:   0 .. 159  trit v / 32 of qs[v % 32]
+//            160 .. 239  trit (v - 160) / 16 of qs[32 + (v - 160) % 16]
+//            240 .. 255  trit (v - 240) / 4 of qh[(v - 240) % 4]
+//   value = d * (trit - 1)
+#pragma once
+#include "formats.h"
+
+namespace muser {
+
+// Trit k of each byte of w, as bytes (0, 1 or 2). Two bytes at a time in 16-bit lanes: b * 3^k
+// (at most 255 * 81) and its low byte times 3 (at most 765) stay inside a lane.
+MUSER_FN uint32_t trits(uint32_t w, uint32_t k) {
+  const uint32_t power = uint32_t(0x511B090301ull >> (8 * k)) & 255u;  // 3^k mod 256
+  const uint32_t even = (((w & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
+  const uint32_t odd = ((((w >> 8) & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
+  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
+}
+
+template <>
+struct Format<ggml::TQ1_0> : ByteLevels<Format<ggml::TQ1_0>> {
+  enum { block_values = 256, block_bytes = 54, affine_values = 32, level_bits = 2, zero = 1 };
+  enum { qs_at = 0, qh_at = 48, d_at = 52 };  // field offsets
+  enum { wide_values = 160, narrow_at = 32, qh_values = 240 };  // the three layouts
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t j = i % block_values;
+    if (j < qh_values) {  // N values of one trit of N consecutive bytes
+      const bool wide = j < wide_values;
+      const uint32_t r = wide ? j : j - wide_values;
+      bytes_at<N, 2, UNIFORM>(block + qs_at + (wide ? r % 32 : narrow_at + r % 16), w);
+      for (int k = 0; k < (N + 3) / 4; ++k) {
+        w[k] = trits(w[k], wide ? r / 32 : r / 16);
+      }
+    } else {  // runs of 4 values, trit k of qh[0..3]
+      uint32_t q[1];
+      bytes_at<(N < 4 ? N : 4), 2, UNIFORM>(block + qh_at + (j - qh_values) % 4, q);
+      for (int k = 0; k < (N + 3) / 4; ++k) {
+        w[k] = trits(q[0], (j - qh_values) / 4 + k);
+      }
+    }
+    return Affine{f16_at(block + d_at), 0.0f};
+  }
+};
+
+}  // namespace muser

@@ -1,0 +1,48 @@
+// The 16-value tables of the non-linear 4-bit formats (ggml-common.h), as ByteTables of level
+// bytes: entry q is the table's value q plus the format's zero. tests/test_kernel_source.py checks
+// each, element by element, against gguf-py's.
+#pragma once
+#include "formats.h"
+
+namespace muser {
+
+// A 16-entry table of bytes as two 64-bit words: entry q in byte q % 8 of lo (q < 8) or hi, each
+// made by table_word from its values, so that the text lists them; the compiler folds the
+// constants, and a lookup is shifts and masks on registers, no memory.
+struct ByteTable {
+  uint64_t lo, hi;
+};
+
+// Bytes v0 + bias .. v7 + bias (each 0..255) as one little-endian word.
+MUSER_FN uint64_t table_word(int bias, int v0, int v1, int v2, int v3, int v4, int v5, int v6, int v7) {
+  const int v[8] = {v0, v1, v2, v3, v4, v5, v6, v7};
+  uint64_t word = 0;
+  for (int k = 0; k < 8; ++k) {
+    word |= uint64_t(uint32_t(v[k] + bias) & 255u) << (8 * k);
+  }
+  return word;
+}
+
+// Byte k of the result is entry (byte k of w) of t, for w's bytes below 16.
+MUSER_FN uint32_t table_bytes(ByteTable t, uint32_t w) {
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t q = (w >> (8 * k)) & 15u;
+    r |= uint32_t(((q < 8 ? t.lo : t.hi) >> (8 * (q & 7u))) & 255u) << (8 * k);
+  }
+  return r;
+}
+
+// kvalues_iq4nl (IQ4_NL, IQ4_XS); bytes value + 128.
+MUSER_FN ByteTable iq4nl_values() {
+  return ByteTable{table_word(128, -127, -104, -83, -65, -49, -35, -22, -10),
+                   table_word(128, 1, 13, 25, 38, 53, 69, 89, 113)};
+}
+
+// kvalues_mxfp4 (MXFP4, NVFP4): the E2M1 values doubled, q = sign bit, 2 exponent bits, 1 mantissa
+// bit; bytes value + 12.
+MUSER_FN ByteTable e2m1_values() {
+  return ByteTable{table_word(12, 0, 1, 2, 3, 4, 6, 8, 12), table_word(12, 0, -1, -2, -3, -4, -6, -8, -12)};
+}
+
+}  // namespace muser
