@@ -17,8 +17,9 @@ import argparse
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import alternating_medians, copy_bandwidth, fresh_ids, markdown, random_q_bytes, save
 from muser_mlx import FORMATS, Embedding, Table
+
+from common import alternating_medians, copy_bandwidth, fresh_ids, markdown, random_q_bytes, save
 
 TABLES = (("Q8_0", 262144, 640), ("Q4_K", 32000, 4096))
 EVERY_FORMAT_SHAPE = (8192, 4096)  # vocab, dims of the every-format lookups
@@ -49,12 +50,14 @@ def main() -> None:
         calls, table_bytes = contenders(qtype, vocab, dims)
         results = {}
         for n in (1, 512):
-            timed = alternating_medians({k: (fresh_ids(vocab, n), m) for k, (m, _) in calls.items()}, lookup_reps,
-                                        rounds=10)
+            timed = alternating_medians(
+                {k: (fresh_ids(vocab, n), m) for k, (m, _) in calls.items()}, lookup_reps, rounds=10
+            )
             results[f"{n} ids"] = timed
-        x = lambda i: (mx.random.normal((1, dims), key=mx.random.key(i)),)  # noqa: E731
-        results["head"] = alternating_medians({k: (x, h) for k, (_, h) in calls.items()}, head_reps,
-                                              rounds=max(1, head_reps // 2), warmup=1)
+        x = lambda i, dims=dims: (mx.random.normal((1, dims), key=mx.random.key(i)),)  # noqa: E731
+        results["head"] = alternating_medians(
+            {k: (x, h) for k, (_, h) in calls.items()}, head_reps, rounds=max(1, head_reps // 2), warmup=1
+        )
         base = {k: v["nn.Embedding float32"] for k, v in results.items()}
         for name in calls:
             cells = [f"{results[k][name] * 1e6:.0f} ({results[k][name] / base[k]:.2f}x)" for k in ("1 ids", "512 ids")]
@@ -75,12 +78,20 @@ def main() -> None:
     data["every_format_512_ids"] = {"vocab": vocab, "dims": dims, "seconds": formats}
     format_rows = [[q, f"{t * 1e6:.0f}", f"{t / formats['Q4_K']:.2f}x"] for q, t in formats.items()]
 
-    header = ["table", "lookup", "1 id: us (x nn)", "512 ids: us (x nn)", "head, 1 row: ms (x nn)",
-              "head reads table: GB/s (of copy)"]
-    text = (markdown(header, rows) + f"\n\nCopy bandwidth (float32 elementwise, read + write): {copy / 1e9:.1f} GB/s."
-            "\nnn.Embedding holds the same values as float32; its head reads 4 B per value.\n\n"
-            f"Every format through the extension, 512 ids, vocab {vocab:,} x dims {dims:,}, float32 out:\n\n"
-            + markdown(["format", "us", "x Q4_K"], format_rows))
+    header = [
+        "table",
+        "lookup",
+        "1 id: us (x nn)",
+        "512 ids: us (x nn)",
+        "head, 1 row: ms (x nn)",
+        "head reads table: GB/s (of copy)",
+    ]
+    text = (
+        markdown(header, rows) + f"\n\nCopy bandwidth (float32 elementwise, read + write): {copy / 1e9:.1f} GB/s."
+        "\nnn.Embedding holds the same values as float32; its head reads 4 B per value.\n\n"
+        f"Every format through the extension, 512 ids, vocab {vocab:,} x dims {dims:,}, float32 out:\n\n"
+        + markdown(["format", "us", "x Q4_K"], format_rows)
+    )
     print(text)
     print(save("cpu_extension", "The CPU extension against MLX ops and nn.Embedding", text, data))
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import assert_bits_equal, random_table_bytes, reference
 from test_as_linear import assert_close, dequantized, moderate
 
-from muser_mlx import FORMATS, Embedding, Table, as_linear, embedding
-from muser_mlx import backends
+from muser_mlx import FORMATS, Embedding, Table, as_linear, backends, embedding
 from muser_mlx.backends import cpu
+
+from conftest import assert_bits_equal, random_table_bytes, reference
 
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -114,7 +114,11 @@ def test_gather_under_compile(shapeless):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_head_matches_float64(qtype, dtype):
     rng = np.random.default_rng(5)
-    dims = FORMATS[qtype].block_values * (1 if FORMATS[qtype].block_values == 256 else 8) if FORMATS[qtype].quantized else 40
+    dims = (
+        FORMATS[qtype].block_values * (1 if FORMATS[qtype].block_values == 256 else 8)
+        if FORMATS[qtype].quantized
+        else 40
+    )
     data = moderate(random_table_bytes(rng, qtype, 45, dims), qtype)
     table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
     for n in (1, 2, 3, 6):  # the kernel's passes of 1, 2 and 4 rows of x
@@ -137,8 +141,13 @@ def test_head_of_a_strided_x_under_compile_and_its_vjp():
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-W", "always", "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        timeout=300,
+    )
 
 
 def test_an_extension_that_cannot_load_leaves_ops_with_one_warning():

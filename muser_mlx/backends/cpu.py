@@ -14,6 +14,7 @@ import mlx.core as mx
 
 from ..ids import check_dtype
 
+
 @cache
 def _module():
     """(the extension module, None) or (None, why it cannot be used)."""
