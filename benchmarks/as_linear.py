@@ -3,11 +3,12 @@
 Glimmer's head by default: dims 6,656, vocab 202,048, Q4_K (random bytes with small finite
 scales: timing does not depend on the values), x float16 (float32 on a CPU) of 1, 4, 16, 512 and 4,096 rows.
 Columns (median ms per call over --reps calls, each call built and mx.eval'd, after a warm-up):
-- ``as_linear``: the public call (streamed on a GPU up to MATVEC_MAX_ROWS rows, or MMA_MAX_ROWS
-  where the matrix units take them, else tiled);
-- ``streamed``: the streaming kernels alone (GPU only, up to 256 rows: matvec, or mma from
-  MMA_MIN_ROWS on CUDA), for choosing those limits;
-- ``tiled@R``: the tiled path with R vocab rows per tile, for choosing TILE_ROWS;
+- ``as_linear``: the public call (streamed on a GPU up to tuning.MATVEC_MAX_ROWS rows, or
+  MMA_MAX_ROWS where the matrix units take them, else tiled);
+- ``streamed``: as_linear with those limits at 256 rows (GPU only, up to 256 rows: matvec, or
+  mma from MMA_MIN_ROWS on CUDA), for choosing them;
+- ``tiled@R``: the tiled path with R vocab rows per tile (tuning.TILE_ROWS = R), for choosing
+  TILE_ROWS;
 - ``mlx q4``: ``mlx.nn.QuantizedEmbedding(bits=4, group_size=64).as_linear`` (scales in x's dtype);
 - ``mlx f16``: ``mlx.nn.Embedding.as_linear`` with a float16 table;
 - ``queued``: as_linear, mlx q4 and mlx f16 again, queued in one evaluation (common.queued_seconds:
@@ -30,8 +31,10 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from muser_mlx import Table, as_linear, backends
+from muser_mlx.backends import head, tuning
+
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
-from muser_mlx import Table, as_linear, backends, linear
 
 TILES = (1024, 4096, 16384)
 QUEUED = 8
@@ -67,21 +70,28 @@ def main() -> None:
     heads = None if args.no_mlx else mlx_heads(vocab, dims, dtype)
     copy = copy_bandwidth(1.0 if gpu else 0.25)
 
-    heads_by_name = {"as_linear": lambda x: as_linear(table, x)}
+    # name -> (call, the tuning it runs under)
+    heads_by_name = {"as_linear": (lambda x: as_linear(table, x), {})}
     if gpu:
-        heads_by_name["streamed"] = lambda x: linear.streamed(table, x, backend)
-    heads_by_name |= {f"tiled@{r}": lambda x, r=r: linear.tiled(table, x, backend, r) for r in TILES}
+        heads_by_name["streamed"] = (heads_by_name["as_linear"][0], {"MATVEC_MAX_ROWS": 256, "MMA_MAX_ROWS": 256})
+    heads_by_name |= {f"tiled@{r}": (lambda x: head.tiled(table, x, backend), {"TILE_ROWS": r}) for r in TILES}
     if heads is not None:
-        heads_by_name |= {"mlx q4": heads[0].as_linear, "mlx f16": heads[1].as_linear}
+        heads_by_name |= {"mlx q4": (heads[0].as_linear, {}), "mlx f16": (heads[1].as_linear, {})}
+
+    def timed(name: str, x: mx.array, queued: bool = False) -> float:
+        call, constants = heads_by_name[name]
+        with tuning.fixed(**constants):
+            if queued:
+                return queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
+            return median_seconds(lambda i: (x,), call, args.reps)
 
     rows, results = [], {"dims": dims, "vocab": vocab, "x_dtype": args.dtype, "backend": backend,
                          "table_bytes": table.nbytes, "copy_bytes_per_s": copy, "runs": []}
     rng = np.random.default_rng(1)
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
-        ms = {name: 1e3 * median_seconds(lambda i: (x,), head, args.reps) if name != "streamed" or n <= 256 else None
-              for name, head in heads_by_name.items()}
-        ms |= {f"{name} queued": 1e3 * queued_seconds(lambda i: (x,), heads_by_name[name], args.reps, QUEUED)[0]
+        ms = {name: 1e3 * timed(name, x) if name != "streamed" or n <= 256 else None for name in heads_by_name}
+        ms |= {f"{name} queued": 1e3 * timed(name, x, queued=True)
                for name in ("as_linear", "mlx q4", "mlx f16") if name in heads_by_name}
         results["runs"].append({"rows": n, "ms": ms})
         rows.append([n, *("-" if t is None else f"{t:.3f}" for t in ms.values()),
@@ -94,9 +104,9 @@ def main() -> None:
         f"\n\nBackend `{backend}`, median of {args.reps} calls after a warm-up. Q4_K table: "
         f"{table.nbytes / 2**20:.1f} MiB; GB/s = table bytes / as_linear time (one call per evaluation, "
         f"or queued: the difference of {2 * QUEUED} and {QUEUED} queued calls / {QUEUED}); copy bandwidth "
-        f"(float32 elementwise, read + write, queued alike): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {linear.MATVEC_MAX_ROWS}, "
-        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {linear.MMA_MIN_ROWS[dtype]}, {linear.MMA_MAX_ROWS}, "
-        f"TILE_ROWS = {linear.TILE_ROWS}."
+        f"(float32 elementwise, read + write, queued alike): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {tuning.MATVEC_MAX_ROWS}, "
+        f"MMA_MIN_ROWS, MMA_MAX_ROWS = {tuning.MMA_MIN_ROWS[dtype]}, {tuning.MMA_MAX_ROWS}, "
+        f"TILE_ROWS = {tuning.TILE_ROWS}."
     )
     stem = "as_linear_small" if args.small else "as_linear"
     print(save(stem, f"as_linear, Q4_K dims {dims:,} vocab {vocab:,}, x {args.dtype}", table_md, results))

@@ -14,6 +14,7 @@ import mlx.core as mx
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
+# The token embedding of Muse Glimmer (mlx-lm's muse_glimmer): 6,656 values per row, 202,048 rows.
 GLIMMER = dict(dims=6656, vocab=202048)
 
 
@@ -48,7 +49,7 @@ def alternating_medians(calls: dict, reps: int, rounds: int = 20, warmup: int = 
     lookups between 28 and 42 us, from run to run and within one), and with short blocks and
     many rounds the drift falls on every name alike. Each block is timed in its steady state,
     the same graph evaluated again and again as in a model's decode loop; evaluations
-    interleaved one by one measured a different thing (README, "One id per evaluation")."""
+    interleaved one by one measure a different thing (docs/performance.md, "Timing")."""
     samples = {name: [] for name in calls}
     for r in range(rounds):
         for name in list(calls)[:: 1 if r % 2 == 0 else -1]:
@@ -95,20 +96,24 @@ def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarr
     """uint8 [vocab, row_bytes]: random blocks whose float fields (scales, or the values of the
     float formats) hold finite values drawn like a trained table's."""
     from muser_mlx import FORMATS
+    from muser_mlx.formats import FLOAT_KINDS
 
     fmt = FORMATS[qtype]
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
     scale = 0.02 if fmt.block_values == 1 else 1e-3
-    for off in fmt.float_offsets:
-        values = rng.normal(0, scale, blocks.shape[0]).astype(np.float32)
-        field = {"f16": lambda: values.astype(np.float16).view(np.uint16), "f32": lambda: values.view(np.uint32),
-                 "bf16": lambda: (values.view(np.uint32) >> 16).astype(np.uint16),
-                 # E8M0 2^(e - 127) and UE4M3 (exponent bits 3-6, bias 7) near |values|
-                 "e8m0": lambda: (127 + np.round(np.log2(np.abs(values) + 1e-30))).astype(np.uint8),
-                 "ue4m3": lambda: (np.clip(7 + np.round(np.log2(np.abs(values) + 1e-30)), 1, 14).astype(np.uint8) << 3)
-                 | rng.integers(0, 8, values.shape, dtype=np.uint8)}[fmt.float_kind]()
-        blocks[:, off : off + field.itemsize] = field.view(np.uint8).reshape(-1, field.itemsize)
+    size = FLOAT_KINDS[fmt.float_kind].word.size
+    words = np.stack([blocks[:, off : off + size].copy().view(f"<u{size}")[:, 0] for off in fmt.float_offsets], axis=-1)
+    values = rng.normal(0, scale, fmt.float_fields(words).shape).astype(np.float32)
+    fields = {"f16": lambda: values.astype(np.float16).view(np.uint16), "f32": lambda: values.view(np.uint32),
+              "bf16": lambda: (values.view(np.uint32) >> 16).astype(np.uint16),
+              # E8M0 2^(e - 127) and UE4M3 (exponent bits 3-6, bias 7) near |values|
+              "e8m0": lambda: (127 + np.round(np.log2(np.abs(values) + 1e-30))).astype(np.uint8),
+              "ue4m3": lambda: (np.clip(7 + np.round(np.log2(np.abs(values) + 1e-30)), 1, 14).astype(np.uint8) << 3)
+              | rng.integers(0, 8, values.shape, dtype=np.uint8)}[fmt.float_kind]()
+    words = fmt.spread_float_fields(words, fields)  # a float spread over words (IQ1_M's d) goes back
+    for k, off in enumerate(fmt.float_offsets):
+        blocks[:, off : off + size] = words[:, k : k + 1].view(np.uint8)
     return blocks.reshape(vocab, fmt.row_bytes(dims))
 
 

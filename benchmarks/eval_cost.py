@@ -21,10 +21,11 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 from muser_mlx import Embedding, Table
-from muser_mlx.backends import bind, select
-from muser_mlx.backends.kernel import THREADGROUP, table_words, values_per_thread
+from muser_mlx.backends import bind, select, tuning
+from muser_mlx.backends.gather import table_words
+
+from common import GLIMMER, alternating_medians, fresh_ids, random_q_bytes
 
 REPS = 200
 
@@ -36,7 +37,7 @@ def main() -> None:
     dense = nn.Embedding(vocab, dims)
     dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
     mx.eval(table.data, dense.parameters())
-    ours = Embedding(table)
+    ours = Embedding.from_table(table)
     mx.eval(ours(mx.array([1])))
 
     def nothing(name: str, header: str = "", table=None):
@@ -48,8 +49,8 @@ def main() -> None:
         if table is None:
             return lambda ids: kernel(inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1),
                                       output_shapes=[(32,)], output_dtypes=[mx.float32])[0]
-        groups = dims // values_per_thread(dims)
-        return lambda ids: kernel(inputs=[table, ids], grid=(groups, 1, 1), threadgroup=(THREADGROUP, 1, 1),
+        groups = dims // tuning.gather_values(dims)
+        return lambda ids: kernel(inputs=[table, ids], grid=(groups, 1, 1), threadgroup=(tuning.THREADGROUP, 1, 1),
                                   output_shapes=[(1, dims)], output_dtypes=[mx.float32])[0]
 
     comments = ("// " + "x" * 60 + "\n") * 256  # 16 KB
@@ -62,7 +63,7 @@ def main() -> None:
         "nothing kernel": nothing("bare"),
         "+ 16 KB header": nothing("inline", comments),
         "+ 16 KB #included": nothing("included", f'#include "{included}"\n'),
-        "nothing, gather-shaped": nothing("shaped", table=table_words(table)),
+        "nothing, gather-shaped": nothing("shaped", table=table_words(table.data)),
     }
     rng = np.random.default_rng(0)
     same = mx.array([12345], dtype=mx.int32)

@@ -1,4 +1,5 @@
-"""Fuzz the GGUF loader: corrupt small valid files, load each, demand GGUFError or a faithful table.
+"""Fuzz the GGUF reader and loader: corrupt small valid files, load each, demand GGUFError or a
+faithful table and header.
 
     PYTHONPATH=$PWD python benchmarks/fuzz_gguf.py --minutes 5
 
@@ -7,7 +8,9 @@ in a worker is caught, counted and its input kept (in ``benchmarks/results/fuzz_
 instead of ending the run. Each input is a valid file from ``tests/gguf_files.write_gguf``
 (Q4_K or F16, vocab 1-6) with 1-4 corruptions (bit flips, byte writes, u32/u64 writes of
 boundary values, truncations), three in four of them placed in the header, metadata and
-tensor-info bytes. The rule checked is ``tests/gguf_files.check_outcome``. Results go to
+tensor-info bytes. The rule checked is ``tests/gguf_files.check_outcome`` (the table's bytes and
+rows, and every metadata value and tensor info ``open_gguf`` reads, against gguf-py's
+``GGUFReader``). Results go to
 ``benchmarks/results/fuzz_gguf.md``.
 """
 
@@ -56,6 +59,7 @@ def worker(seed: int, count: int, scratch: Path) -> None:
     are written to ``scratch/current.gguf``, so the parent can keep what a crash left there."""
     sys.path.insert(0, str(ROOT / "tests"))
     import numpy as np
+
     from gguf_files import check_outcome, mutate, tensor_info_offsets, write_gguf
 
     rng = np.random.default_rng(seed)
@@ -132,15 +136,16 @@ def main() -> None:
     minutes = (time.monotonic() - start) / 60
     tried = sum(totals.values())
     lines = [
-        "# Fuzzing the GGUF loader",
+        "# Fuzzing the GGUF reader and loader",
         "",
         f"`benchmarks/fuzz_gguf.py --minutes {args.minutes:g} --seed {args.seed}`: corrupted small valid GGUF files",
         "(Q4_K / F16 `token_embd.weight`, vocab 1-6, with metadata arrays and a second tensor), 1-4",
         "corruptions each (bit flips, byte writes, u32/u64 boundary values, truncations; 3 in 4 placed",
-        "in the header / metadata / tensor-info bytes). Rule: `Table.from_gguf` raises `GGUFError`, or",
-        "returns a table whose bytes are those gguf-py reads and whose rows equal",
-        "`gguf.quants.dequantize` of them (NaN matching NaN). Workers are subprocesses, so a segfault or",
-        "hang would be counted as a crash.",
+        "in the header / metadata / tensor-info bytes). Rule: `Table.from_gguf` (the package's own",
+        "header reader, `muser_mlx.gguf.open_gguf`) raises `GGUFError`, or returns a table whose bytes",
+        "are those gguf-py's `GGUFReader` reads and whose rows equal `gguf.quants.dequantize` of them",
+        "(NaN matching NaN), and `open_gguf` reads every metadata value (arrays in full) and tensor info",
+        "that gguf-py reads. Workers are subprocesses, so a segfault or hang would be counted as a crash.",
         "",
         "| date (UTC) | machine | Python / MLX / gguf | minutes | inputs tried | GGUFError | table (rows checked) | rule broken | crashes or hangs |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

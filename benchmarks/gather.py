@@ -1,6 +1,6 @@
 """Lookup time and effective bandwidth at the Glimmer shape (dims 6,656, vocab 202,048).
 
-muser_mlx (float32 out, each format asked for) next to mlx.nn.Embedding (float16 table) and
+muser_mlx (float32 out, or --dtype; each format asked for) next to mlx.nn.Embedding (float16 table) and
 mlx.nn.QuantizedEmbedding (4-bit), fresh random ids each repetition, plus the device's copy
 bandwidth measured in the same run. Effective bandwidth = (rows read + output written) / time.
 Two timings per batch: one lookup per evaluation (latency: building the lookup's graph, MLX's
@@ -16,6 +16,9 @@ timings; the ratios are against the median of those measurements (one measuremen
     python benchmarks/gather.py                       # GPU: Q4_K, all batches
     python benchmarks/gather.py --formats Q4_K Q6_K   # more formats
     python benchmarks/gather.py --batches 1 64 512    # e.g. on a CPU
+    python benchmarks/gather.py --formats Q4_K F16 --dtype float16
+    python benchmarks/gather.py --formats Q4_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M \
+        --batches 512 --no-baselines --reps 10 --stem gather_iq     # the grid formats beside Q4_K
 """
 
 from __future__ import annotations
@@ -26,9 +29,18 @@ import statistics
 import mlx.core as mx
 import mlx.nn as nn
 
-from common import GLIMMER, alternating_medians, copy_bandwidth, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 from muser_mlx import Embedding, Table
 
+from common import (
+    GLIMMER,
+    alternating_medians,
+    copy_bandwidth,
+    fresh_ids,
+    markdown,
+    queued_seconds,
+    random_q_bytes,
+    save,
+)
 
 QUEUED = 16
 
@@ -46,15 +58,18 @@ def main() -> None:
     ap.add_argument("--dims", type=int, default=GLIMMER["dims"])
     ap.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     ap.add_argument("--no-baselines", action="store_true", help="skip mlx.nn.Embedding / QuantizedEmbedding")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="muser_mlx's output")
+    ap.add_argument("--stem", default="gather", help="writes benchmarks/results/<stem>_<cpu|gpu>.{md,json}")
     args = ap.parse_args()
     dims, vocab = args.dims, args.vocab
 
     copies = [copy_bandwidth()]
     print(f"copy bandwidth: {copies[0] / 1e9:.0f} GB/s")
     contenders = {}
+    dtype = getattr(mx, args.dtype)
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        contenders[f"muser_mlx {qtype}"] = (Embedding(table), table.row_bytes, 4)
+        contenders[f"muser_mlx {qtype}"] = (Embedding.from_table(table, dtype), table.row_bytes, dtype.size)
     if not args.no_baselines:
         dense = nn.Embedding(vocab, dims)
         dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
@@ -75,7 +90,7 @@ def main() -> None:
             print(name, n, f"queued {queued[name, n][0] * 1e6:.1f} us", flush=True)
     copy = statistics.median(copies)
     rows, results = [], {"copy_bytes_per_s": copy, "copy_measurements": copies, "dims": dims, "vocab": vocab, "runs": []}
-    for name, (emb, row_bytes, out_bytes) in contenders.items():
+    for name, (_, row_bytes, out_bytes) in contenders.items():
         for n in args.batches:
             s, (q, host) = latency[n][name], queued[name, n]
             bw, qbw = (n * (row_bytes + dims * out_bytes) / t for t in (s, q))
@@ -95,8 +110,8 @@ def main() -> None:
                  f"Queued: {QUEUED} and {2 * QUEUED} lookups' graphs built, each set evaluated by one mx.eval; "
                  "device time per lookup = the difference / "
                  f"{QUEUED}, and host us = graph building per lookup (outside that time).")
-    table_md += "\nmuser_mlx writes float32 (4 B/value); the MLX layers write float16 (2 B/value)."
-    print(save("gather", f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
+    table_md += f"\nmuser_mlx writes {args.dtype} ({dtype.size} B/value); the MLX layers write float16 (2 B/value)."
+    print(save(args.stem, f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """A/B of the CUDA kernels: this tree's prelude and block decoders against a git revision's,
-alternating in one process (so both see the same machine state), queued timings at the Glimmer
-shape against the copy bandwidth of the same run. CUDA only.
+alternating in one process (so both see the same machine state), queued timings at Muse
+Glimmer's shape (dims 6,656, vocab 202,048) against the copy bandwidth of the same run. CUDA only.
 
-    python benchmarks/kernel_ab.py --against c23f0f7 --formats Q4_K Q6_K Q8_0 BF16 --heads
+    python benchmarks/kernel_ab.py --against main --formats Q4_K Q6_K Q8_0 BF16 --heads
 
-Each round builds the revision's headers (its prelude_cuda.h, formats.h and format_*.h block
-decoders, so a revision from stop 19 on; this tree's kernel templates) in a folder the CUDA
-kernels include from, checks that both give the same output, and
-times queued calls (common.queued_seconds): lookups of 4,096 and 32,768 ids per format, and with
---heads the LM heads of Q4_K (bytedot at 1 row of float16 x, mma at 16) and of F16 (matvec at
-1 row), each against the table bytes it streams.
+Each round compiles the kernels from a folder holding the revision's prelude_cuda.h, formats.h
+and format_*.h block decoders beside this tree's kernel templates (tuning.fixed(KERNEL_SOURCES=
+...), the package's one seam for it), checks that both give the same output, and times queued
+calls (common.queued_seconds): lookups of 4,096 and 32,768 ids per format, and with --heads the
+LM heads of Q4_K (bytedot at 1 row of float16 x, mma at 16) and of F16 (matvec at 1 row), each
+against the table bytes it streams. (Python code is not compared: benchmarks/tree_ab.py does.)
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
 from muser_mlx import Embedding, Table
-from muser_mlx.backends import kernel as K
+from muser_mlx.backends import head, tuning
 
-KERNELS = ("gather_kernel", "matvec_kernel", "xruns_kernel", "bytedot_kernel", "mma_kernel")
+from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
+
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 REVISED = re.compile(r"prelude_cuda\.h|formats\.h|format_\w+\.h")  # the files the revision supplies
 
@@ -45,16 +45,10 @@ def variants(revision: str) -> dict[str, Path]:
     revision's REVISED ones (prelude and decoders) in their place. The kernels' names carry a
     digest of their text, so the two never share an MLX kernel."""
     old = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
-    for path in (p for p in K.KERNELS.iterdir() if p.is_file()):
+    for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
         text = source_at(revision, path.name) if REVISED.fullmatch(path.name) else path.read_text()
         (old / path.name).write_text(text)
-    return {"new": K.KERNELS, "old": old}
-
-
-def use(directory: Path) -> None:
-    for attr in KERNELS:
-        kernel = getattr(K.CUDA, attr)
-        kernel.directory, kernel._kernels = directory, {}
+    return {"new": tuning.KERNEL_SOURCES, "old": old}
 
 
 def main() -> None:
@@ -74,31 +68,30 @@ def main() -> None:
         ref = None
         for _ in range(args.rounds):
             for name, variant in both.items():
-                use(variant)
-                call = make_call()
-                out = call(*probe)
-                ref = out if ref is None else ref
-                line = [f"{label} {name} same={bool(mx.array_equal(out, ref))}"]
-                for size, make_args, nbytes in sizes:
-                    q = queued_seconds(make_args, call, 12, 16)[0]
-                    line.append(f"{size}: {q * 1e6:.1f} us ({100 * nbytes / q / copy:.0f}%)")
+                with tuning.fixed(KERNEL_SOURCES=variant):
+                    call = make_call()
+                    out = call(*probe)
+                    ref = out if ref is None else ref
+                    line = [f"{label} {name} same={bool(mx.array_equal(out, ref))}"]
+                    for size, make_args, nbytes in sizes:
+                        q = queued_seconds(make_args, call, 12, 16)[0]
+                        line.append(f"{size}: {q * 1e6:.1f} us ({100 * nbytes / q / copy:.0f}%)")
                 print(" | ".join(line), flush=True)
 
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
         mx.eval(table.data)
         sizes = [(f"n={n}", fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims)) for n in (4096, 32768)]
-        rounds(f"gather {qtype}", lambda table=table: Embedding(table), (mx.arange(0, vocab, 997),), sizes)
-    for qtype, head, rows in HEADS if args.heads else ():
+        rounds(f"gather {qtype}", lambda table=table: Embedding.from_table(table), (mx.arange(0, vocab, 997),), sizes)
+    for qtype, kernel, rows in HEADS if args.heads else ():
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
         mx.eval(table.data)
 
         def make_args(i, rows=rows):
             return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
 
-        rounds(f"{head} {qtype} rows={rows}", lambda table=table, head=head: lambda x: getattr(K.CUDA, head)(table, x),
+        rounds(f"{kernel} {qtype} rows={rows}", lambda table=table, kernel=kernel: lambda x: head.HEADS[kernel](table, x, "cuda"),
                make_args(0), [("table", make_args, table.data.nbytes)])
-    use(both["new"])
 
 
 if __name__ == "__main__":

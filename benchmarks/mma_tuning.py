@@ -1,11 +1,11 @@
 """Tuning the LM head on matrix units (kernels/mma.h): table rows per warp (VTILES tiles of 16)
-and rows of x per pass (XTILES tiles of 8), timed on a CUDA GPU at Glimmer's shape (dims 6,656,
+and rows of x per pass (XTILES tiles of 8), timed on a CUDA GPU at Muse Glimmer's shape (dims 6,656,
 vocab 202,048), beside the lane-wise matvec (kernels/matvec.h, its own tuned layout).
 
 For each format, x dtype and row count n of x: the median time of one call per evaluation for
 each (VTILES, XTILES), with the GB/s of the table bytes it streams (ceil(n / (8 * XTILES))
-passes) against the copy bandwidth of the same run. backends/kernel.py's MMA_VTILES and
-mma_tiles, and linear.py's MMA_MIN_ROWS, take the fastest.
+passes) against the copy bandwidth of the same run. Each tiling is set through
+backends/tuning.py's ``fixed``; its MMA_VTILES, MMA_XTILES and MMA_MIN_ROWS take the fastest.
 
     python benchmarks/mma_tuning.py [--rows 1 2 8 16] [--formats Q4_K Q6_K] [--dtypes float16]
 """
@@ -17,9 +17,11 @@ import argparse
 import mlx.core as mx
 import numpy as np
 
+from muser_mlx import Table
+from muser_mlx.backends import head, tuning
+from muser_mlx.backends.head import MMA_COLS
+
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, random_q_bytes, save
-from muser_mlx import Table, backends
-from muser_mlx.backends.kernel import MMA_COLS, rows_per_pass
 
 TILES = [(v, x) for v in (1, 2, 4) for x in (1, 2)]
 
@@ -32,7 +34,6 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=10)
     args = p.parse_args()
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
-    device = backends.BACKENDS["cuda"]
     copy = copy_bandwidth()
     rng = np.random.default_rng(0)
     rows, runs = [], []
@@ -42,18 +43,21 @@ def main() -> None:
         for dtype in args.dtypes:
             for n in args.rows:
                 x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, dtype))
-                layouts = {f"{v} x {k}": (lambda x, t=(v, k): device.mma(table, x, t), -(-n // (MMA_COLS * k)))
-                           for v, k in TILES if k == 1 or n > 8}
-                layouts["matvec"] = (lambda x: device.matvec(table, x), -(-n // rows_per_pass(n)))
-                for name, (call, passes) in layouts.items():
-                    seconds = median_seconds(lambda i: (x,), call, args.reps)
+                # name -> (kernel, its tuning, passes over the table)
+                layouts = {f"{v} x {k}": (head.mma, {"MMA_VTILES": v, "MMA_XTILES": k}, -(-n // (MMA_COLS * k)))
+                           for v, k in TILES if k == 1 or n > MMA_COLS}
+                layouts["matvec"] = (head.matvec, {}, -(-n // tuning.matvec_layout(n, dims)[0]))
+                for name, (kernel, layout, passes) in layouts.items():
+                    with tuning.fixed(**layout):
+                        call = lambda x, kernel=kernel, table=table: kernel(table, x, "cuda")  # noqa: E731
+                        seconds = median_seconds(lambda i, x=x: (x,), call, args.reps)
                     runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))
                     rows.append([qtype, dtype, n, name, f"{seconds * 1e3:.3f}",
                                  f"{100 * table.nbytes * passes / seconds / copy:.0f}%"])
                     print(*rows[-1], sep="\t", flush=True)
     md = markdown(["format", "x", "n", "VTILES x XTILES", "ms", "of copy"], rows)
     md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy "
-           "(matvec: ceil(n / rows_per_pass(n)) passes). Median of --reps calls, one per evaluation.")
+           "(matvec: ceil(n / ROWS) passes). Median of --reps calls, one per evaluation.")
     print(save("mma_tuning", "LM head on matrix units: VTILES x XTILES", md, {"copy_bytes_per_s": copy, "runs": runs}))
 
 

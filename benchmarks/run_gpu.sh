@@ -14,3 +14,9 @@ python3 as_linear.py 2>&1 | tee "$OUT/as_linear_gpu.log"
 python3 matvec_tuning.py --kernel bytedot --rows 1 2>&1 | tee "$OUT/bytedot_tuning_gpu.log"
 python3 mma_tuning.py 2>&1 | tee "$OUT/mma_tuning_gpu.log"
 cp results/*gpu* "$OUT"/ 2>/dev/null || true
+cd ..
+# GGUF models in mlx-lm (benchmarks/decode.py): decode and prefill against mlx-lm bfloat16 and 4-bit
+python3 benchmarks/decode.py --model gemma-random 2>&1 | tee "$OUT/decode_gemma_random_gpu.log"
+python3 benchmarks/decode.py --model gemma 2>&1 | tee "$OUT/decode_gemma_gpu.log"
+python3 benchmarks/decode.py --model glimmer-2 --prefill 0 --tokens 32 2>&1 | tee "$OUT/decode_glimmer_2_gpu.log"
+cp benchmarks/results/decode_*gpu* "$OUT"/ 2>/dev/null || true

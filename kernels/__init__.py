@@ -1,1 +1,1 @@
-"""Kernel sources (read as text by muser_mlx.backends.kernel; shipped as muser_mlx.kernels)."""
+"""Kernel sources (read as text by muser_mlx.backends.source; shipped as muser_mlx.kernels)."""

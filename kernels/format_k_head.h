@@ -10,6 +10,9 @@
 
 namespace muser {
 
+// Bytes of qs per pair of sub-blocks (64 values, a nibble each): Q4_K's and Q5_K's qs stride.
+enum { k_pair_bytes = 32 };
+
 template <typename P>
 MUSER_FN Affine k_scale_min(P block, uint32_t s) {
   uint32_t head[4];  // bytes 0-3, 4-7 (scales 0-3), 8-11 (mins 0-3), 12-15 (low bits of entries 4-7)

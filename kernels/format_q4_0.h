@@ -9,15 +9,18 @@ namespace muser {
 template <>
 struct Format<ggml::Q4_0> : ByteLevels<Format<ggml::Q4_0>> {
   enum { block_values = 32, block_bytes = 18, affine_values = 32, level_bits = 4, zero = 8 };
+  struct field {
+    enum { d = 0, qs = 2 };  // byte offsets in a block
+  };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     uint32_t j = i % 32, shift = (j / 16) * 4;
-    bytes_at<N, 2, UNIFORM>(block + 2 + j % 16, w);
+    bytes_at<N, 2, UNIFORM>(block + field::qs + j % 16, w);
     for (int k = 0; k < (N + 3) / 4; ++k) {
       w[k] = (w[k] >> shift) & 0x0F0F0F0Fu;
     }
-    return Affine{f16_at(block), 0.0f};
+    return Affine{f16_at(block + field::d), 0.0f};
   }
 };
 

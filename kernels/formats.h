@@ -1,6 +1,6 @@
 // What every block decoder shares: the Format contract, little-endian field loads, levels as exact
 // floats. The decoders themselves are format_<name>.h, one per GGUF format, each a specialization
-// Format<ggml::NAME> (ggml_types.h); a kernel's header holds only its table's (backends/kernel.py).
+// Format<ggml::NAME> (ggml_types.h); a kernel's header holds only its table's (backends/source.py).
 //
 // Every format is affine over runs of 16 values: Format<T>::levels<N>(row, i, lv) writes the
 // levels of row values i .. i+N-1 into lv[0..N-1] and returns their Affine {scale, offset}, so
@@ -20,7 +20,8 @@
 // Inf from exponent 253, as in ggml), so decode is bit-identical to ggml's float32 dequantization
 // whatever the order or FMA contraction. Q4_1's and Q5_1's offset is -m: d * q - (-m) = d * q + m.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16.
+// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16 (and, where it
+// defines MUSER_BYTE_LEVELS, muser_byte_levels).
 #pragma once
 #include "ggml_types.h"
 
@@ -73,12 +74,18 @@ MUSER_FN float byte_level(uint32_t w, int k, float zero) {
 }
 
 // lv[k] = byte_level(byte k of bytes_at's words w, zero) for k < N. The quantized formats first
-// assemble each value's level in its own byte, four values per word op.
+// assemble each value's level in its own byte, four values per word op. A dialect with vector
+// byte-to-float conversions defines MUSER_BYTE_LEVELS and muser_byte_levels<N>, the same exact
+// values (prelude_cpu.h: the CPU extension's AVX2 / NEON).
 template <int N>
 MUSER_FN void byte_levels(MUSER_LOCAL const uint32_t* w, float zero, MUSER_LOCAL float* lv) {
+#ifdef MUSER_BYTE_LEVELS
+  muser_byte_levels<N>(w, zero, lv);
+#else
   for (int k = 0; k < N; ++k) {
     lv[k] = byte_level(w[k / 4], k % 4, zero);
   }
+#endif
 }
 
 struct Affine {

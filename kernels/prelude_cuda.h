@@ -2,11 +2,14 @@
 // header before it brings cuda_fp16.h, cuda_bf16.h and the fixed-width integer types).
 #define MUSER_FN __device__ __forceinline__
 #define MUSER_LOCAL
+// A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h): constant memory.
+// benchmarks/grid_memory.py times it against global memory (__device__ const, read through L1).
+#define MUSER_CONSTANT __constant__ const
 
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
 
-// The table's bytes from the words the gather is given (backends/kernel.py, table_words).
+// The table's bytes from the words the gather is given (backends/gather.py, table_words).
 template <typename T>
 MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const uint8_t*>(p); }
 

@@ -4,12 +4,14 @@ using namespace metal;
 
 #define MUSER_FN inline
 #define MUSER_LOCAL thread
+// A read-only table at program scope (the IQ grids, kernels/iq*_grid.h).
+#define MUSER_CONSTANT constant
 
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
 inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }
 inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
 
-// The table's bytes from the words the gather is given (backends/kernel.py, table_words).
+// The table's bytes from the words the gather is given (backends/gather.py, table_words).
 template <typename T>
 inline const device uint8_t* muser_bytes(const device T* p) { return reinterpret_cast<const device uint8_t*>(p); }
 

@@ -1,10 +1,12 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
 from .check import TableReport, check_table
+from .distributed import ShardedEmbedding, shard, shard_embedding
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
-from .linear import as_linear
+from .linear import Linear, as_linear
+from .lm import load
 from .quantize import quantize
 from .table import Table
 from .writer import save_gguf
@@ -12,7 +14,9 @@ from .writer import save_gguf
 __all__ = [
     "Embedding",
     "embedding",
+    "Linear",
     "as_linear",
+    "load",
     "quantize_embeddings",
     "GGUFError",
     "FORMATS",
@@ -21,5 +25,8 @@ __all__ = [
     "save_gguf",
     "TableReport",
     "check_table",
+    "ShardedEmbedding",
+    "shard_embedding",
+    "shard",
 ]
 __version__ = "0.1.0"

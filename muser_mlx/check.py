@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 import numpy as np
 
-from .formats import FLOAT_KINDS
+from .formats import FLOAT_KINDS, Format
 
 LISTED_BLOCKS = 20  # (row, block) pairs kept in a report; the count covers all
 CHUNK_FIELDS = 1 << 22  # fields examined per MLX step, bounding temporaries to a few MiB
@@ -49,32 +49,31 @@ class TableReport:
         )
 
 
-def _bad_fields(rows: mx.array, block_bytes: int, kind: str, offsets: tuple[int, ...]) -> mx.array:
+def _bad_fields(rows: mx.array, fmt: Format) -> mx.array:
     """uint8 [n, row_bytes] -> bool [n, blocks per row]: any scale field NaN or Inf."""
-    word, exponent, special = FLOAT_KINDS[kind]
-    width = word.size
-    words = mx.view(rows, word).reshape(rows.shape[0], -1, block_bytes // width)
-    if not special:
+    kind = FLOAT_KINDS[fmt.float_kind]
+    width = kind.word.size
+    words = mx.view(rows, kind.word).reshape(rows.shape[0], -1, fmt.block_bytes // width)
+    if not kind.special:
         return mx.zeros(words.shape[:2], mx.bool_)
-    fields = words[:, :, [off // width for off in offsets]]
-    return ((fields & exponent) == exponent).any(axis=2)
+    fields = fmt.float_fields(words[:, :, [off // width for off in fmt.float_offsets]])
+    return ((fields & kind.exponent) == kind.exponent).any(axis=2)
 
 
 def check_table(table) -> TableReport:
     """Find the rows and blocks of ``table`` whose scales (f16 ``d``/``dmin``, E8M0 ``e``; for F16,
     BF16 and F32 tables the values themselves) are NaN or Inf. Reads only those fields' bytes."""
-    kind, offsets = table.format.float_kind, table.format.float_offsets
-    block_bytes = table.format.block_bytes
-    n_blocks = table.row_bytes // block_bytes
-    step = max(1, CHUNK_FIELDS // (n_blocks * len(offsets)))
+    fmt = table.format
+    n_blocks = table.row_bytes // fmt.block_bytes
+    step = max(1, CHUNK_FIELDS // (n_blocks * len(fmt.float_offsets)))
     per_row = np.concatenate([
-        np.array(_bad_fields(table.data[r:r + step], block_bytes, kind, offsets).sum(axis=1))
+        np.array(_bad_fields(table.data[r:r + step], fmt).sum(axis=1))
         for r in range(0, table.vocab, step)
     ])  # [vocab] bad blocks per row
     bad_rows = np.flatnonzero(per_row)
     listed = bad_rows[np.cumsum(per_row[bad_rows]) - per_row[bad_rows] < LISTED_BLOCKS]
     pairs = []
     if listed.size:
-        mask = np.array(_bad_fields(table.data[mx.array(listed)], block_bytes, kind, offsets))
+        mask = np.array(_bad_fields(table.data[mx.array(listed)], fmt))
         pairs = [(int(listed[i]), int(b)) for i, b in np.argwhere(mask)[:LISTED_BLOCKS]]
     return TableReport(table.source, table.qtype, table.vocab, bad_rows.tolist(), pairs, int(per_row.sum()))

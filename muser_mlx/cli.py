@@ -11,8 +11,7 @@ import numpy as np
 
 from .embedding import Embedding
 from .errors import GGUFError
-from .gguf import gatherable_tensors, read_tensor
-from .table import Table
+from .gguf import gatherable_tensors, open_gguf, table_tensor
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 
@@ -22,19 +21,24 @@ def _mib(n: int) -> str:
 
 
 def inspect(args) -> None:
-    t = read_tensor(args.file, args.tensor)
-    values = t.dims * t.vocab
-    print(f"{t.path}")
-    print(f"  architecture   {t.architecture or '(not set)'}")
-    print(f"  tensor         {t.name}: {t.format.name}, ggml shape [{t.dims}, {t.vocab}] (dims, vocab)")
-    print(f"  row            {t.format.row_bytes(t.dims):,} bytes = {t.dims // t.format.block_values} blocks "
-          f"of {t.format.block_bytes} bytes ({t.format.block_values} values each)")
-    print(f"  held as        {_mib(t.data.nbytes)} ({8 * t.data.nbytes / values:.2f} bits per value)")
-    print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.data.nbytes:.1f}x)")
-    print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.data.nbytes:.1f}x)")
-    print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
-    for g in gatherable_tensors(args.file):
-        print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
+    with open_gguf(args.file) as f:
+        t, fmt = table_tensor(f, args.tensor)
+        dims, vocab = t.shape
+        values = dims * vocab
+        print(f"{f.path}")
+        print(f"  architecture   {f.architecture or '(not set)'}")
+        print(f"  tensor         {t.name}: {t.qtype}, ggml shape [{dims}, {vocab}] (dims, vocab)")
+        print(f"  row            {t.row_bytes:,} bytes = {dims // fmt.block_values} blocks "
+              f"of {fmt.block_bytes} bytes ({fmt.block_values} values each)")
+        print(f"  held as        {_mib(t.nbytes)} ({8 * t.nbytes / values:.2f} bits per value)")
+        print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.nbytes:.1f}x)")
+        print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.nbytes:.1f}x)")
+        tied = {True: "yes: no output.weight, the LM head is token_embd.weight", False: "no: the file has output.weight",
+                None: "(not a model file: no blocks)"}[f.tied]
+        print(f"  tied head      {tied}")
+        print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
+        for g in gatherable_tensors(f):
+            print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
 
 
 def embed(args) -> None:
@@ -55,6 +59,26 @@ def demo(args) -> None:
     run(args.file, args.tensor, print)
 
 
+def generate(args) -> None:
+    try:
+        from mlx_lm.generate import stream_generate
+        from mlx_lm.sample_utils import make_sampler
+    except ImportError:
+        raise SystemExit("muser-mlx generate needs the lm extra: pip install 'muser_mlx[lm]'") from None
+    from .lm import load
+
+    model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
+    response = None
+    for response in stream_generate(model, tokenizer, args.prompt, max_tokens=args.max_tokens,
+                                    sampler=make_sampler(args.temp)):
+        print(response.text, end="", flush=True)
+    print()
+    if response is not None:
+        print(f"prompt: {response.prompt_tokens} tokens, {response.prompt_tps:.1f} tokens/s; "
+              f"generation: {response.generation_tokens} tokens, {response.generation_tps:.1f} tokens/s; "
+              f"peak memory {response.peak_memory:.3f} GB")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="muser-mlx", description="GGUF quantized token embeddings for MLX.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -73,6 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
     p.add_argument("--tensor", default="token_embd.weight")
     p.set_defaults(run=demo)
+    p = sub.add_parser("generate", help="run a GGUF model (llama, qwen2, qwen3, gemma3) in mlx-lm: text, tokens per second")
+    p.add_argument("file", type=Path)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-tokens", type=int, default=100)
+    p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    p.add_argument("--dtype", choices=DTYPES, help="compute dtype (default: the model family's)")
+    p.set_defaults(run=generate)
     args = ap.parse_args(argv)
     try:
         args.run(args)

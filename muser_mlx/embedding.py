@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
+from mlx import nn
 from mlx.utils import tree_map_with_path
 
 from . import backends
-from .backends import on_gpu
+from .backends import tuning
+from .formats import FORMATS
+from .gguf import GGUFFile, opened
 from .ids import check_device_ids, count_out_of_range, host_ids
 from .linear import as_linear, tied_head
+from .quantized import TableModule
 from .table import Table
 
 OUTPUT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -65,47 +69,76 @@ def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: boo
     return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 
 
-class Embedding(nn.Module):
+class Embedding(TableModule):
     """A token embedding whose table stays quantized: a drop-in for ``mlx.nn.Embedding``.
 
-    ``weight`` is the table's bytes, ``uint8 [num_embeddings, row_bytes]``, and is frozen.
+    ``Embedding(num_embeddings, dims, qtype)`` holds a zero table of that many rows of ``qtype``
+    bytes, so that a model's ``__init__`` can build it and ``load_weights`` fill it with a GGUF
+    tensor's bytes; :meth:`from_gguf`, :meth:`from_table` and :meth:`from_embedding` build a
+    filled one. ``weight`` is ``uint8 [num_embeddings, row_bytes]`` and frozen.
 
     Args:
-        table (Table): the quantized table, e.g. ``Table.from_gguf(path)``.
-        dtype (mx.Dtype): output dtype, ``float32`` (default), ``float16`` or ``bfloat16``.
+        num_embeddings (int): rows of the table (the vocabulary).
+        dims (int): values per row, a multiple of ``qtype``'s block.
+        qtype (str): the GGUF type of the bytes, e.g. ``"Q4_K"`` (see ``muser_mlx.FORMATS``).
+        dtype (mx.Dtype): output dtype, ``float32`` (default), ``float16`` or ``bfloat16``. It is
+            carried as the empty array ``self["dtype"]`` so that ``Module.set_dtype`` sets it, as it
+            sets an ``nn.Embedding``'s.
         on_out_of_range (str): what an ``mx.array`` id outside ``[0, vocab)`` does: ``"clamp"``
             (default; reads row ``min(unsigned(id), vocab - 1)``, lazily; count them with
             :meth:`lookup_with_count`) or ``"raise"`` (evaluate the ids on the host and raise
             ``IndexError``). Host ids (ints, lists, NumPy) always raise.
         backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
 
-    ``tied`` is True when loaded by ``from_gguf`` from a file whose LM head is this table (no
-    ``output.weight``; logged once at INFO on the ``muser_mlx`` logger), False when the file has
-    its own head, None when not loaded from a file.
+    ``tied`` is True when loaded by ``from_gguf`` from a model file whose LM head is this table
+    (it has blocks but no ``output.weight``; logged once at INFO on the ``muser_mlx`` logger),
+    False when the model has its own head, None for a file holding only tables (as ``save_gguf``
+    writes) or when not loaded from a file (``GGUFFile.tied``).
+
+    Under ``mx.compile`` the ids are tracers that cannot be read on the host: ``"raise"`` (and
+    ``check_ids=True``) raise ``ValueError`` there; clamp, and count with :meth:`lookup_with_count`.
     """
 
     tied: bool | None = None
 
-    def __init__(self, table: Table, dtype: mx.Dtype = mx.float32, on_out_of_range: str = "clamp", backend: str = "auto"):
-        super().__init__()
+    def __init__(
+        self,
+        num_embeddings: int,
+        dims: int,
+        qtype: str = "Q4_K",
+        dtype: mx.Dtype = mx.float32,
+        on_out_of_range: str = "clamp",
+        backend: str = "auto",
+    ):
         _check_dtype(dtype)
         if on_out_of_range not in ("clamp", "raise"):
             raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
         backends.select(backend)
-        self.weight = table.data
-        self._table = table
-        self._unbind()
-        self._dtype, self._backend, self._clamp = dtype, backend, on_out_of_range == "clamp"
+        super().__init__(num_embeddings, dims, qtype)
+        self._backend, self._clamp = backend, on_out_of_range == "clamp"
+        self["dtype"] = mx.zeros((0,), dtype)
         self.freeze()
 
     @classmethod
+    def from_table(cls, table: Table, dtype: mx.Dtype = mx.float32, **kwargs) -> Embedding:
+        """An embedding holding ``table``'s bytes (not copied)."""
+        return cls(table.vocab, table.dims, table.qtype, dtype, **kwargs)._from_table(table)
+
+    @classmethod
     def from_gguf(
-        cls, path: str | Path, tensor: str = "token_embd.weight", dtype: mx.Dtype = mx.float32, check: bool = False, **kwargs
-    ):
-        """Load ``tensor`` of the GGUF at ``path``; raises ``GGUFError`` on a bad file or tensor
-        (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
-        module = cls(Table.from_gguf(path, tensor, check), dtype, **kwargs)
-        module.tied = tied_head(path, tensor)
+        cls,
+        path: str | Path | GGUFFile,
+        tensor: str = "token_embd.weight",
+        dtype: mx.Dtype = mx.float32,
+        check: bool = False,
+        **kwargs,
+    ) -> Embedding:
+        """Load ``tensor`` of the GGUF at ``path`` (or of a file already open, see
+        :func:`muser_mlx.gguf.open_gguf`), opening it once; raises ``GGUFError`` on a bad file or
+        tensor (with ``check=True`` also on NaN or Inf scales, see :meth:`Table.from_gguf`)."""
+        with opened(path) as f:
+            module = cls.from_table(Table.from_gguf(f, tensor, check), dtype, **kwargs)
+            module.tied = tied_head(f, tensor)
         return module
 
     @classmethod
@@ -120,43 +153,12 @@ class Embedding(nn.Module):
         if dtype is None:
             dtype = weight.dtype if weight.dtype in OUTPUT_DTYPES else mx.float32
         data = quantize(np.array(weight.astype(mx.float32)), qtype)
-        return cls(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
-
-    @property
-    def table(self) -> Table:
-        """The table of the current ``weight``: a weight replaced (load_weights / update) makes a
-        new table and unbinds the gathers."""
-        t = self._table
-        if self["weight"] is not t.data:  # item access: a Module is a dict of its arrays, and
-            # self.weight would take the slow attribute fallback
-            t = self._table = Table.from_bytes(self.weight, t.qtype, t.dims)
-            self.weight = t.data
-            self._unbind()
-        return t
-
-    def _bound_gather(self) -> tuple:
-        """(the gather for the default device, GPU or not, and :attr:`table`), bound on first use.
-        The GPU's gather of a module that clamps is also kept for :meth:`__call__`'s fast path,
-        with the weight it was bound to."""
-        t = self.table
-        gpu = on_gpu()
-        gather = self._bound.get(gpu)
-        if gather is None:
-            gather = self._bound[gpu] = backends.bind(t, self._dtype, backends.select(self._backend))
-            if gpu and self._clamp:
-                object.__setattr__(self, "_fast", (t.data, gather))
-        return gather, t
-
-    def _unbind(self) -> None:
-        # plain attributes, not children: default device is a GPU (bool) -> gather bound to the
-        # table and dtype; (weight, GPU gather) for the fast path
-        object.__setattr__(self, "_bound", {})
-        object.__setattr__(self, "_fast", (None, None))
+        return cls.from_table(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
 
     @property
     def dtype(self) -> mx.Dtype:
-        """The output dtype, fixed at construction."""
-        return self._dtype
+        """The output dtype (``Module.set_dtype`` changes it)."""
+        return self["dtype"].dtype
 
     @property
     def on_out_of_range(self) -> str:
@@ -170,38 +172,61 @@ class Embedding(nn.Module):
 
     @property
     def num_embeddings(self) -> int:
-        return self._table.vocab
-
-    @property
-    def dims(self) -> int:
-        return self._table.dims
-
-    @property
-    def qtype(self) -> str:
-        return self._table.qtype
+        return self["weight"].shape[0]
 
     def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
         """``(self(x), count)``: ``count`` is a lazy 0-d ``uint32`` of the ids that were clamped."""
-        return _lookup(*self._bound_gather(), x, not self._clamp, True)
+        return _lookup(self._gather(), self.table, x, not self._clamp, True)
+
+    def _gather(self):
+        weight = self["weight"]
+        gather = gather_for(self.qtype, *weight.shape, self["dtype"].dtype, backends.select(self._backend))
+        return lambda ids: gather(weight, ids)
 
     def __call__(self, x) -> mx.array:
-        # mx.array ids, the default device a GPU, the GPU's gather bound to this weight (so
-        # clamping): what _lookup would do is gather(x), so do it at once. One id per evaluation
-        # is mostly host time, spent cold right after the previous evaluation (README, "One id
-        # per evaluation"), so this path is a few Python operations.
-        weight, gather = self._fast
-        if type(x) is mx.array and self["weight"] is weight and on_gpu():
-            return gather(x)
-        return _lookup(*self._bound_gather(), x, not self._clamp)
+        # mx.array ids, clamping: what _lookup would do is the gather, so do it at once. One id
+        # per evaluation is mostly host time (docs/performance.md, "Compiled small batches"), so
+        # this path is a few Python operations and, on a GPU, a compiled replay.
+        if type(x) is mx.array and self._clamp:
+            weight = self["weight"]
+            return gather_for(self._format.name, *weight.shape, self["dtype"].dtype, backends.select(self._backend))(
+                weight, x
+            )
+        return _lookup(self._gather(), self.table, x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:
         """The tied LM head: logits ``x @ W.T`` from the quantized table, ``[..., dims]`` ->
-        ``[..., num_embeddings]`` in x's dtype (float32, float16 or bfloat16); see
-        :func:`muser_mlx.as_linear`."""
-        return as_linear(self.table, x, backend=self.backend)
+        ``[..., num_embeddings]`` in x's dtype (float32, float16 or bfloat16); differentiable in x.
+        See :func:`muser_mlx.as_linear`."""
+        return as_linear(self.table, x, backend=self._backend)
 
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"
+
+
+@cache
+def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend: str):
+    """``(weight, ids) -> rows``: the gather of a ``uint8 [vocab, row_bytes]`` table of ``qtype``
+    into ``dtype`` on ``backend``, one for the process per (format, sizes, dtype, backend), taking
+    the weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
+    with the state as an input, stands in for other arrays). On a GPU backend ids of at most
+    ``tuning.COMPILED_IDS`` go through ``mx.compile`` of it, which replays per weight and ids shape."""
+    fmt = FORMATS[qtype]
+    dims = row_bytes // fmt.block_bytes * fmt.block_values
+
+    def gather(weight: mx.array, ids: mx.array) -> mx.array:
+        return backends.bind(Table(weight, fmt, dims, vocab), dtype, backend)(ids)
+
+    if backend not in backends.KERNEL_BACKENDS:
+        return gather
+    compiled, device = mx.compile(gather), backends.BACKENDS[backend]
+
+    def kernel_gather(weight: mx.array, ids: mx.array) -> mx.array:
+        # the bytes as the kernels read them (aligned, resident) before the trace, which sees a tracer
+        weight = device.kernel_data(weight)
+        return (compiled if ids.size <= tuning.COMPILED_IDS else gather)(weight, ids)
+
+    return kernel_gather
 
 
 def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:

@@ -22,8 +22,18 @@ def check_range(ids: np.ndarray, vocab: int) -> None:
         )
 
 
+def _holds_bool(ids) -> bool:
+    """Whether a Python id or (nested) sequence of them holds a bool: NumPy turns ``[True, 5]``
+    into int64 ``[1, 5]``, so the dtype alone does not tell."""
+    if isinstance(ids, (bool, np.bool_)):
+        return True
+    return isinstance(ids, (list, tuple)) and any(_holds_bool(i) for i in ids)
+
+
 def host_ids(ids, vocab: int) -> mx.array:
     """Python ints, sequences and NumPy arrays: checked here, returned as ``int32`` ids."""
+    if not isinstance(ids, np.ndarray) and _holds_bool(ids):
+        raise TypeError("token ids must be integers, got a bool among them")
     array = np.asarray(ids)
     if array.size == 0 and array.dtype == np.float64 and not isinstance(ids, np.ndarray):
         array = array.astype(np.int32)  # [] and [[]] carry no dtype of their own
@@ -49,7 +59,16 @@ def check_dtype(dtype: mx.Dtype) -> None:
 def check_device_ids(ids: mx.array, vocab: int) -> None:
     """``mx.array`` ids, evaluated on the host: ``TypeError`` or ``IndexError`` as for host ids."""
     check_dtype(ids.dtype)
-    check_range(np.array(ids), vocab)
+    try:
+        host = np.array(ids)
+    except ValueError as e:  # MLX: no evaluation during function transformations
+        raise ValueError(
+            "token ids given as an mx.array cannot be range-checked inside mx.compile (or another "
+            "function transformation): the check reads them on the host. Clamp there instead "
+            "(Embedding(..., on_out_of_range='clamp'), embedding(..., check_ids=False)) and count "
+            "the clamped ids with Embedding.lookup_with_count (embedding(..., return_out_of_range=True))"
+        ) from e
+    check_range(host, vocab)
 
 
 def clamp(ids: mx.array, vocab: int) -> mx.array:

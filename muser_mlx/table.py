@@ -11,35 +11,19 @@ import numpy as np
 from .check import check_table
 from .errors import GGUFError
 from .formats import Format, get_format
-from .gguf import read_tensor
+from .gguf import GGUFFile, TensorInfo, opened, table_tensor
 from .memory import check_fits
 
 
-def _resident(data: mx.array) -> mx.array:
-    """On MLX's CUDA backend an array made on the host is managed memory that migrates to the
-    GPU page by page on first touch; random row gathers would fault on each new page (measured:
-    8.9 ms for the first 4,096-id lookup into a 756 MB table). One sequential pass now moves it
-    all (3.7 ms). Apple silicon's unified memory needs no such pass."""
-    if mx.default_device() == mx.gpu and mx.cuda.is_available():
-        mx.eval(mx.max(data))
-    return data
-
-
-KERNEL_ALIGNMENT = 16  # bytes: the GPU kernels' widest table load (kernels/formats.h, bytes_at)
-
-
-def _kernel_ready(data: mx.array) -> mx.array:
-    """``data``, or a fresh copy of it when a GPU backend is present and ``data`` starts off a
-    KERNEL_ALIGNMENT boundary (a view into a larger array; fresh GPU allocations are aligned).
-    A tracer (the weight of a module whose state an ``mx.compile`` takes as an input) has no
-    address: it stands for the arrays the compiled function is called with, and is used as it is."""
-    if mx.metal.is_available() or mx.cuda.is_available():
-        try:
-            mx.eval(data)
-        except ValueError:  # MLX: no evaluation during function transformations
-            return data
-        if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT:
-            return _resident(mx.array(np.array(data)))
+def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
+    """``uint8 [rows, row_bytes]``: ``t``'s bytes read from ``f`` into the memory of a new MLX
+    array. The array is evaluated on the CPU stream first (a fresh, contiguous buffer that no
+    other array shares) and nothing else sees it until it is filled; a short read raises
+    ``GGUFError`` and drops it. Reading into a NumPy array and copying that into MLX would hold
+    the table twice at the peak (docs/performance.md, "Bytes read into the MLX array")."""
+    data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
+    mx.eval(data)
+    f.read_into(t.name, data)
     return data
 
 
@@ -67,17 +51,20 @@ class Table:
         return self.vocab * self.row_bytes
 
     @classmethod
-    def from_gguf(cls, path: str | Path, tensor: str = "token_embd.weight", check: bool = False) -> "Table":
-        """Memory-map ``path`` and copy ``tensor``'s bytes once into an MLX array.
+    def from_gguf(cls, source: str | Path | GGUFFile, tensor: str = "token_embd.weight", check: bool = False) -> Table:
+        """Read ``tensor``'s bytes once, straight into a new MLX array, from ``source``: a path
+        (opened and closed here) or a :class:`muser_mlx.gguf.GGUFFile` already open.
 
         Raises ``GGUFError`` (a ``ValueError``) naming the file, the tensor and the problem,
-        also before copying when the bytes would not fit in memory. ``check=True`` also runs
-        :func:`muser_mlx.check_table` and raises ``GGUFError`` if any scale is NaN or Inf.
+        also before reading when the bytes would not fit in memory, and when the file shrinks
+        while they are read. ``check=True`` also runs :func:`muser_mlx.check_table` and raises
+        ``GGUFError`` if any scale is NaN or Inf.
         """
-        t = read_tensor(path, tensor)
-        where = f"{t.path}: tensor {t.name!r}"
-        check_fits(t.data.nbytes, where)
-        table = cls(_resident(mx.array(t.data)), t.format, t.dims, t.vocab, f"{t.path}:{t.name}")
+        with opened(source) as f:
+            info, fmt = table_tensor(f, tensor)
+            where = f"{f.path}: tensor {tensor!r}"
+            check_fits(info.nbytes, where)
+            table = cls(_read_table(f, info), fmt, *info.shape, f"{f.path}:{tensor}")
         if check:
             report = check_table(table)
             if not report.ok:
@@ -88,22 +75,21 @@ class Table:
         return table
 
     @classmethod
-    def from_bytes(cls, data, qtype: str, dims: int) -> "Table":
-        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy or MLX) of type ``qtype``. An
-        ``mx.array`` is used as it is unless a GPU kernel could not load it (then it is copied)."""
+    def from_bytes(cls, data, qtype: str, dims: int) -> Table:
+        """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy, copied, or an ``mx.array``,
+        used as it is) of type ``qtype``."""
         fmt = get_format(qtype)
         if dims <= 0 or dims % fmt.block_values:
             raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
         row_bytes = fmt.row_bytes(dims)
-        fresh = isinstance(data, np.ndarray)  # copied into a new, aligned MLX allocation
-        if fresh:
-            data = _resident(mx.array(np.ascontiguousarray(data).view(np.uint8)))
+        if isinstance(data, np.ndarray):
+            data = mx.array(np.ascontiguousarray(data).view(np.uint8))
         if data.dtype != mx.uint8 or data.ndim != 2 or data.shape[1] != row_bytes or data.shape[0] < 1:
             raise ValueError(
                 f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "
                 f"got {data.dtype} {list(data.shape)}"
             )
-        return cls(data if fresh else _kernel_ready(data), fmt, dims, data.shape[0])
+        return cls(data, fmt, dims, data.shape[0])
 
     def __repr__(self) -> str:
         return (

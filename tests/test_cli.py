@@ -1,4 +1,4 @@
-"""The muser-mlx command line: inspect, embed, demo."""
+"""The muser-mlx command line: inspect, embed, demo, generate."""
 
 import subprocess
 import sys
@@ -6,8 +6,9 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import fixture, reference
 from muser_mlx.cli import main
+
+from conftest import fixture, reference
 
 
 def test_inspect(capsys):
@@ -42,3 +43,15 @@ def test_demo_runs_as_a_module():
     result = subprocess.run([sys.executable, "-m", "muser_mlx", "demo"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "gguf-py's dequantization of the same rows: bit-identical" in result.stdout
+
+
+def test_generate_prints_the_text_and_tokens_per_second(capsys):
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    import json
+
+    expected = json.loads(fixture("llamacpp/ollama-llama-2-tiny-random.json").read_text())["prompts"][0]
+    assert main(["generate", str(fixture("ollama-llama-2-tiny-random.gguf")), "--prompt", expected["text"],
+                 "--max-tokens", "6"]) == 0
+    text, stats = capsys.readouterr().out.rstrip("\n").rsplit("\n", 1)
+    assert expected["completion"].startswith(expected["text"] + text)
+    assert "generation: 6 tokens" in stats and "tokens/s" in stats

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -36,6 +35,7 @@ def test_notebook_runs_from_a_clean_kernel(tmp_path, monkeypatch):
     assert "readable NumPy == muser_mlx, bit for bit: True" in text
     assert "equals gguf-py's dequantization bit for bit" in text
     assert "last row" in text and "IndexError" in text
+    assert "gemma3_text.Model: 268,098,176 parameters" in text and "The capital of France is the capital of" in text
     assert sum(o.output_type == "display_data" for c in nb.cells if c.cell_type == "code" for o in c.outputs) == 4
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == [
         "dequant_error.png", "lookup_time.png", "memory.png", "q4k_block.png"]
@@ -67,3 +67,16 @@ def test_tiny_model_tied_head(tmp_path, capsys):
     path = tiny.make_gguf(tmp_path, vocab=300)
     tiny.run(path, tied=True, steps=3)
     assert "tied head" in capsys.readouterr().out
+
+
+def test_gemma_example(gemma_path):
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    from muser_mlx import FORMATS
+
+    if "Q5_0" not in FORMATS:
+        pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
+    result = subprocess.run([sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "4"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "gemma3_text.Model" in result.stdout and "as float16" in result.stdout
+    assert "The capital of France is the capital of" in result.stdout and "tokens/s" in result.stdout

@@ -6,8 +6,9 @@ import mlx.nn as nn
 import numpy as np
 import pytest
 
-from conftest import fixture
 from muser_mlx import Embedding, quantize, quantize_embeddings
+
+from conftest import fixture
 
 
 def test_from_embedding_reproduces_llama_cpp_bytes():
@@ -15,7 +16,9 @@ def test_from_embedding_reproduces_llama_cpp_bytes():
     dense = nn.Embedding(*source.shape)
     dense.weight = mx.array(source)
     emb = Embedding.from_embedding(dense)
-    llama_cpp = next(t for t in gguf.GGUFReader(fixture("tiny-llama-Q4_K_M.gguf")).tensors if t.name == "token_embd.weight")
+    llama_cpp = next(
+        t for t in gguf.GGUFReader(fixture("tiny-llama-Q4_K_M.gguf")).tensors if t.name == "token_embd.weight"
+    )
     assert np.array_equal(np.array(emb.weight), np.asarray(llama_cpp.data))
     assert emb.dtype == mx.float32 and emb.qtype == "Q4_K"
 

@@ -23,7 +23,7 @@ def test_round_trip_through_gguf_writer(tmp_path, table_and_bytes):
     assert (loaded.qtype, loaded.dims, loaded.vocab) == (table.qtype, table.dims, table.vocab)
     assert np.array_equal(np.array(loaded.data), raw)
     ids = np.arange(table.vocab)
-    assert_bits_equal(Embedding(loaded)(ids), reference(raw, table.qtype, ids))
+    assert_bits_equal(Embedding.from_table(loaded)(ids), reference(raw, table.qtype, ids))
 
 
 def test_save_gguf_round_trip(tmp_path, q4k_table):

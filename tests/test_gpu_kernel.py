@@ -4,11 +4,13 @@ against the portable path. Skipped where MLX has no GPU backend, e.g. CI's CPU-o
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from muser_mlx import FORMATS, Embedding, Table, backends, embedding
+from muser_mlx.backends.tuning import COMPILED_IDS
 
 from conftest import FIXTURES, OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables
-from muser_mlx import FORMATS, Embedding, Table, backends, embedding
-from muser_mlx.backends.kernel import COMPILED_IDS
 
 GPU = backends._GPU_BACKEND
 pytestmark = [
@@ -61,12 +63,12 @@ def test_int64_ids_past_2_32_clamp_in_the_kernel():
 
 def test_non_contiguous_ids_and_compile():
     data = random_table_bytes(np.random.default_rng(4), "Q4_K", 50, 512)
-    emb = Embedding(Table.from_bytes(data, "Q4_K", 512))
+    emb = Embedding.from_table(Table.from_bytes(data, "Q4_K", 512))
     ids = mx.arange(40).reshape(5, 8).T[:, ::2]
     expected = reference(data, "Q4_K", np.array(ids))
     assert_bits_equal(emb(ids), expected)
     assert_bits_equal(mx.compile(lambda i: emb(i) * 1.0)(ids), expected)
-    first_call_compiled = Embedding(Table.from_bytes(data, "Q4_K", 512))  # binds its kernel inside the trace
+    first_call_compiled = Embedding.from_table(Table.from_bytes(data, "Q4_K", 512))  # binds its kernel inside the trace
     assert_bits_equal(mx.compile(lambda i: first_call_compiled(i) * 1.0)(ids), expected)
 
 
@@ -75,7 +77,7 @@ def test_compiled_small_batches_read_their_own_ids():
     replay gathers its own ids, also under an outer mx.compile that takes the module's state as
     an input (its weight a tracer while traced), and after it."""
     data = random_table_bytes(np.random.default_rng(9), "Q4_K", 300, 512)
-    emb = Embedding(Table.from_bytes(data, "Q4_K", 512))
+    emb = Embedding.from_table(Table.from_bytes(data, "Q4_K", 512))
     step = mx.compile(lambda i: emb(i) * 1.0, inputs=emb.state)
     rng = np.random.default_rng(2)
     for shape in [(1,), (1, 1), (), (COMPILED_IDS,), (COMPILED_IDS + 1,)]:
@@ -89,7 +91,7 @@ def test_embedding_follows_the_default_device():
     """Embedding's fast path calls the GPU gather only while the default device is a GPU: on the
     CPU the portable gather serves (the kernel would refuse the CPU), then the GPU's again."""
     data = random_table_bytes(np.random.default_rng(8), "Q4_K", 20, 256)
-    emb = Embedding(Table.from_bytes(data, "Q4_K", 256))
+    emb = Embedding.from_table(Table.from_bytes(data, "Q4_K", 256))
     for ids in (mx.array([[3, 19, 40]]), mx.array(7)):
         expected = reference(data, "Q4_K", np.array(ids))
         assert_bits_equal(emb(ids), expected)  # binds the GPU gather, then calls it

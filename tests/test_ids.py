@@ -6,12 +6,15 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import assert_bits_equal, random_table_bytes, reference, tables
 from muser_mlx import Embedding, Table, embedding
 from muser_mlx.backends import ops
-from muser_mlx.backends.kernel import COMPILED_IDS, DeviceBackend
+from muser_mlx.backends.device import DeviceBackend
+from muser_mlx.backends.tuning import COMPILED_IDS
+
+from conftest import assert_bits_equal, random_table_bytes, reference, tables
 
 VOCAB = 10
 
@@ -68,7 +71,7 @@ def test_out_of_range_mx_ids_clamp_and_are_counted(table, name, ids):
     with pytest.raises(IndexError):
         embedding(t, x, check_ids=True)
     with pytest.raises(IndexError):
-        Embedding(t, on_out_of_range="raise")(x)
+        Embedding.from_table(t, on_out_of_range="raise")(x)
 
 
 @pytest.mark.parametrize("name, ids", IN_RANGE, ids=[n for n, _ in IN_RANGE])
@@ -182,14 +185,14 @@ def test_kernel_gather_compiles_small_batches(table):
 
 def test_embedding_counts_clamped_ids_lazily(table):
     t, data = table
-    emb = Embedding(t)
+    emb = Embedding.from_table(t)
     x = mx.array([[0, -1], [VOCAB, 4]])
     rows, count = emb.lookup_with_count(x)
     assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
     assert count.item() == 2
     assert_bits_equal(emb(x), reference(data, t.qtype, np.array(x)))  # "clamp" is the default
     with pytest.raises(ValueError, match="on_out_of_range"):
-        Embedding(t, on_out_of_range="ignore")
+        Embedding.from_table(t, on_out_of_range="ignore")
 
 
 @settings(max_examples=60, deadline=None)
@@ -208,3 +211,26 @@ def test_any_integer_mx_ids_clamp(table_and_bytes, dtype, values, reverse):
     ids = np.array(x).astype(np.int64).astype(np.uint64)
     assert_bits_equal(rows, reference(data, t.qtype, np.array(x)))
     assert count.item() == int((ids >= t.vocab).sum())
+
+
+@pytest.mark.parametrize("ids", [[True, 5], [5, False], [[1, 2], [3, True]], (2, np.True_)], ids=str)
+def test_bools_among_host_ids(table, ids):
+    """NumPy makes [True, 5] an int64 array, so True read row 1 while [True] raised TypeError."""
+    t, _ = table
+    with pytest.raises(TypeError, match="token ids must be integers, got a bool among them"):
+        embedding(t, ids)
+    with pytest.raises(TypeError, match="got a bool"):
+        Embedding.from_table(t)(ids)
+
+
+def test_raise_under_compile_says_to_clamp_and_count(table):
+    """Inside mx.compile the ids are tracers: checking them would evaluate them on the host."""
+    t, data = table
+    emb = Embedding.from_table(t, on_out_of_range="raise")
+    x = mx.array([1, 3])
+    for fn in (mx.compile(emb), mx.compile(lambda ids: embedding(t, ids, check_ids=True))):
+        with pytest.raises(ValueError, match="cannot be range-checked inside mx.compile.*lookup_with_count"):
+            fn(x)
+    rows, count = mx.compile(Embedding.from_table(t).lookup_with_count)(mx.array([1, VOCAB]))
+    assert_bits_equal(rows, reference(data, t.qtype, [1, VOCAB]))
+    assert count.item() == 1

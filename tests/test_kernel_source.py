@@ -8,13 +8,15 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from muser_mlx import Table
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
 from kernel_harness import CXX, cpu_gather, cpu_value_table, metal_gather
 
-from muser_mlx import Table
-from muser_mlx.backends.kernel import KERNELS
+from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
 
@@ -52,11 +54,12 @@ def test_generated_metal_source(capfd, data, table_and_bytes, dtype):
 
 
 def test_metal_source_is_what_the_package_registers(capfd, q4k_table):
+    from muser_mlx.backends.device import METAL
+
     from kernel_harness import gather_metal_source
-    from muser_mlx.backends.kernel import METAL
 
     source = gather_metal_source(q4k_table[0], mx.array([1, 2, 3, 4, 5, 6, 7, 8]), mx.float32, capfd)
-    assert METAL.gather_kernel.header(12) in source and METAL.gather_kernel.source in source
+    assert METAL.gather_kernel.header(q4k_table[0].format) in source and METAL.gather_kernel.body() in source
     assert "#define FORMAT 12\n" in source and "#define VALUES 8\n" in source
     assert re.findall(r"struct Format<ggml::(\w+)>", source) == ["Q4_K"]
     assert "const device uint64_t* table" in source and "device float* out" in source  # table_words
@@ -85,10 +88,10 @@ def test_one_kernel_serves_every_batch_width(capfd, q4k_table):
     ],
 )
 def test_the_gather_reads_the_table_as_the_widest_words_of_the_same_buffer(qtype, vocab, dims, words):
-    from muser_mlx.backends.kernel import table_words
+    from muser_mlx.backends.gather import table_words
 
     table = Table.from_bytes(random_table_bytes(np.random.default_rng(1), qtype, vocab, dims), qtype, dims)
-    view = table_words(table)
+    view = table_words(table.data)
     mx.eval(view)
     assert view.dtype == words and view.size == table.nbytes // view.itemsize
     as_bytes, data = np.asarray(view), np.asarray(table.data)

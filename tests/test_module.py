@@ -1,18 +1,19 @@
 """Embedding as an mlx.nn module: drop-in shape and API, frozen table, lazy, compiled, nested."""
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 import pytest
+from mlx import nn
 from mlx.utils import tree_flatten
 
-from conftest import assert_bits_equal, reference
 from muser_mlx import Embedding, Table, embedding
+
+from conftest import assert_bits_equal, random_table_bytes, reference
 
 
 def test_drop_in_for_nn_embedding(q4k_table):
     table, raw = q4k_table
-    emb = Embedding(table)
+    emb = Embedding.from_table(table)
     dense = nn.Embedding(table.vocab, table.dims)
     dense.weight = mx.array(reference(raw, "Q4_K", np.arange(table.vocab)))
     ids = mx.array([[1, 2, 3], [10, 0, 4]])
@@ -22,10 +23,64 @@ def test_drop_in_for_nn_embedding(q4k_table):
     assert repr(emb) == f"Embedding({table.vocab}, {table.dims}, qtype=Q4_K, dtype=mlx.core.float32)"
 
 
-def test_table_is_frozen_and_is_the_only_parameter(q4k_table):
-    emb = Embedding(q4k_table[0])
+def test_table_is_frozen_and_the_dtype_rides_along(q4k_table):
+    emb = Embedding.from_table(q4k_table[0])
     assert emb.trainable_parameters() == {}
-    assert set(emb.parameters()) == {"weight"} and emb.weight.dtype == mx.uint8
+    assert set(emb.parameters()) == {"weight", "dtype"} and emb.weight.dtype == mx.uint8
+    assert emb["dtype"].size == 0 and emb.dtype == mx.float32
+
+
+def test_built_empty_then_filled_by_load_weights(q4k_table):
+    """A model's __init__ builds Embedding(num_embeddings, dims, qtype); load_weights(strict=True)
+    fills it with the GGUF bytes under the module's name."""
+    table, raw = q4k_table
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = Embedding(table.vocab, table.dims, "Q4_K")
+
+    model = Model()
+    assert model.embed.weight.shape == (table.vocab, table.row_bytes)
+    model.load_weights([("embed.weight", mx.array(raw)), ("embed.dtype", mx.zeros((0,)))], strict=True)
+    assert_bits_equal(model.embed(mx.array([3, 9])), reference(raw, "Q4_K", [3, 9]))
+
+
+def test_sizes_follow_the_weight(q4k_table):
+    table, raw = q4k_table
+    emb = Embedding(8, table.dims, "Q4_K")
+    emb.update({"weight": mx.array(np.concatenate([raw, raw[:9]]))})
+    assert (emb.num_embeddings, emb.dims, emb.table.vocab) == (20, table.dims, 20)
+    assert_bits_equal(emb(mx.array([19])), reference(raw, "Q4_K", [8]))
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_float_table_is_a_clear_error(q4k_table, strict):
+    table, _ = q4k_table
+    model = nn.Sequential(Embedding(table.vocab, table.dims, "Q4_K"))
+    with pytest.raises(ValueError, match=r"shape|Embedding\(11, 512, qtype=Q4_K.*uint8 \[rows, k \* 144\]"):
+        model.load_weights(
+            [("layers.0.weight", mx.zeros((table.vocab, table.dims))), ("layers.0.dtype", mx.zeros((0,)))],
+            strict=strict,
+        )
+    with pytest.raises(ValueError, match=r"Embedding\(11, 512.*got float32 \[11, 144\].*from_embedding"):
+        model.layers[0].update({"weight": mx.zeros((table.vocab, 144))})
+
+
+def test_set_dtype_sets_the_output_dtype(q4k_table):
+    table, raw = q4k_table
+    model = nn.Sequential(Embedding.from_table(table))
+    model.set_dtype(mx.bfloat16)
+    assert model.layers[0].dtype == mx.bfloat16 and model.layers[0].weight.dtype == mx.uint8
+    assert_bits_equal(model(mx.array([2])), reference(raw, "Q4_K", [2]), mx.bfloat16)
+
+
+def test_parameter_count_is_rows_times_dims(q4k_table):
+    """mlx-lm counts a module with ``bits`` as weight.size * 32 // bits values."""
+    table, _ = q4k_table
+    emb = Embedding.from_table(table)
+    assert emb.weight.size * 32 // emb.bits == table.vocab * table.dims
+    assert emb.bits / 4 == 4.5  # Q4_K: 144 bytes per 256 values
 
 
 def test_gradients_flow_to_layers_after_it(q4k_table):
@@ -34,7 +89,7 @@ def test_gradients_flow_to_layers_after_it(q4k_table):
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embed = Embedding(table)
+            self.embed = Embedding.from_table(table)
             self.head = nn.Linear(table.dims, 3)
 
         def __call__(self, ids):
@@ -42,13 +97,13 @@ def test_gradients_flow_to_layers_after_it(q4k_table):
 
     model = Model()
     loss_and_grad = nn.value_and_grad(model, lambda m, ids: m(ids).sum())
-    loss, grads = loss_and_grad(model, mx.array([1, 2]))
+    _, grads = loss_and_grad(model, mx.array([1, 2]))
     assert tree_flatten(grads["embed"]) == [] and grads["head"]["weight"].shape == (3, table.dims)
 
 
 def test_lookup_is_lazy_and_compiles(q4k_table):
     table, raw = q4k_table
-    emb = Embedding(table)
+    emb = Embedding.from_table(table)
     ids = mx.array([3, 1, 4])
     out = emb(ids)  # nothing evaluated yet: the graph holds the lookup
     assert_bits_equal(out, reference(raw, "Q4_K", [3, 1, 4]))
@@ -61,24 +116,24 @@ def test_lookup_is_lazy_and_compiles(q4k_table):
 @pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
 def test_output_dtypes(q4k_table, dtype):
     table, raw = q4k_table
-    assert_bits_equal(Embedding(table, dtype)([0, 7]), reference(raw, "Q4_K", [0, 7]), dtype)
+    assert_bits_equal(Embedding.from_table(table, dtype)([0, 7]), reference(raw, "Q4_K", [0, 7]), dtype)
+    assert_bits_equal(Embedding.from_table(table, dtype)(mx.array([0, 7])), reference(raw, "Q4_K", [0, 7]), dtype)
 
 
 def test_updated_weight_is_used(q4k_table):
     table, raw = q4k_table
-    emb = Embedding(table)
+    emb = Embedding.from_table(table)
     emb(mx.array([0]))
     emb.update({"weight": mx.array(raw[::-1].copy())})
     assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
 
 
-def test_compiles_with_its_state_as_an_input(q4k_table, monkeypatch):
+def test_compiles_with_its_state_as_an_input(q4k_table):
     """mx.compile(step, inputs=model.state), as a training step is compiled: while traced the
-    weight is a tracer, which the table takes as it is (a GPU backend's alignment check cannot
-    evaluate it; a CUDA backend is faked here so that the CPU takes that path)."""
-    monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
+    weight is a tracer, which the table takes as it is (tests/test_device.py: and a GPU
+    backend's kernel_data)."""
     table, raw = q4k_table
-    emb = Embedding(table)
+    emb = Embedding.from_table(table)
     step = mx.compile(lambda i: emb(i) * 1.0, inputs=emb.state)
     for ids in ([1, 2], [3, 4], [5]):
         for call in (step, emb):
@@ -87,7 +142,7 @@ def test_compiles_with_its_state_as_an_input(q4k_table, monkeypatch):
 
 def test_settings_are_fixed_at_construction(q4k_table):
     """dtype, backend and on_out_of_range pick the bound gather and the checks; they read, not write."""
-    emb = Embedding(q4k_table[0], mx.float16, on_out_of_range="raise", backend="ops")
+    emb = Embedding.from_table(q4k_table[0], mx.float16, on_out_of_range="raise", backend="ops")
     assert (emb.dtype, emb.backend, emb.on_out_of_range) == (mx.float16, "ops", "raise")
     for name, value in (("dtype", mx.float32), ("backend", "auto"), ("on_out_of_range", "clamp")):
         with pytest.raises(AttributeError, match="no setter"):
@@ -104,7 +159,7 @@ def test_functional_form_and_backend_choice(q4k_table):
         embedding(table, [2], backend="tpu")
     if not (mx.metal.is_available() or mx.cuda.is_available()):
         with pytest.raises(ValueError, match="not available"):
-            Embedding(table, backend="metal")
+            Embedding.from_table(table, backend="metal")
 
 
 def test_from_bytes_rejects_wrong_shapes():
@@ -114,3 +169,20 @@ def test_from_bytes_rejects_wrong_shapes():
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q4_K", 100)
     with pytest.raises(ValueError, match="unsupported format"):
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q9_9", 256)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not (mx.metal.is_available() or mx.cuda.is_available()),
+    reason="needs MLX's Metal or CUDA backend; this MLX build has neither",
+)
+@pytest.mark.parametrize("n", [1, 100])
+def test_a_weight_off_the_kernels_alignment_is_read_right(n):
+    """A weight that is a view 34 bytes into a larger array (Q8_0 rows of 32 values): the bytes are
+    made kernel-ready before the compiled few-id call and the one built per call alike."""
+    raw = random_table_bytes(np.random.default_rng(2), "Q8_0", 200, 32)
+    big = mx.array(np.concatenate([raw[:1], raw]))
+    emb = Embedding(200, 32, "Q8_0")
+    emb.weight = big[1:]
+    ids = mx.array(np.arange(n) % 200)
+    assert_bits_equal(emb(ids), reference(raw, "Q8_0", np.arange(n) % 200))

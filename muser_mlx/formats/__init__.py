@@ -6,10 +6,11 @@ The device-side twin of each decoder is ``kernels/format_<name>.h``, ``Format<gg
 
 from __future__ import annotations
 
-from . import codebooks, floats, fp4, kquants, legacy, ternary
+from . import codebooks, floats, fp4, iquants, kquants, legacy, ternary
 from .base import FLOAT_KINDS, FloatKind, Format
 
-FORMATS: dict[str, Format] = {f.name: f for family in (floats, legacy, kquants, codebooks, ternary, fp4) for f in family.FORMATS}
+FAMILIES = (floats, legacy, kquants, codebooks, iquants, ternary, fp4)
+FORMATS: dict[str, Format] = {f.name: f for family in FAMILIES for f in family.FORMATS}
 
 
 def get_format(name: str) -> Format:

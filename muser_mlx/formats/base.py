@@ -51,6 +51,9 @@ class Format:
     float_offsets: tuple[int, ...]  # ... at these byte offsets (scales, or the value itself)
     # float32 [rows, cols] (cols whole blocks) -> uint8 [rows, row_bytes]; None: no quantizer
     quantizer: Callable[[np.ndarray], np.ndarray] | None = None
+    # Nonzero: the block's one float is spread over the words at float_offsets, these bits of each
+    # holding its next bits, lowest first (IQ1_M's d: the top nibbles of four uint16).
+    float_spread: int = 0
     ggml_type: int = field(init=False)  # ggml's type number; also the kernels' FORMAT constant
     block_values: int = field(init=False)
     block_bytes: int = field(init=False)
@@ -61,6 +64,30 @@ class Format:
         block_values, block_bytes = GGML_QUANT_SIZES[qtype]
         object.__setattr__(self, "block_values", block_values)
         object.__setattr__(self, "block_bytes", block_bytes)
+
+    def float_fields(self, words):
+        """The bits of the block's float fields from its words at ``float_offsets`` (NumPy or MLX):
+        ``[..., len(float_offsets)] -> [..., fields]``, the words themselves or, with
+        ``float_spread``, the one float they spread over."""
+        if not self.float_spread:
+            return words
+        shift, width = _spread(self.float_spread)
+        bits = (words[..., 0:1] & self.float_spread) >> shift
+        for k in range(1, len(self.float_offsets)):
+            bits = bits | (((words[..., k : k + 1] & self.float_spread) >> shift) << (k * width))
+        return bits
+
+    def spread_float_fields(self, words: np.ndarray, fields: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`float_fields` (NumPy): ``words`` with the float fields' bits
+        replaced by ``fields``."""
+        if not self.float_spread:
+            return fields.astype(words.dtype)
+        shift, width = _spread(self.float_spread)
+        out = words & words.dtype.type(~self.float_spread & np.iinfo(words.dtype).max)
+        for k in range(len(self.float_offsets)):
+            part = (fields[..., 0].astype(words.dtype) >> (k * width)) & ((1 << width) - 1)
+            out[..., k] |= (part << shift).astype(words.dtype)
+        return out
 
     @property
     def kernel_file(self) -> str:
@@ -75,6 +102,12 @@ class Format:
         """Blocks of levels (small integers, kernels/formats.h: level_bytes) with a scale and
         offset per run; the float formats (F32, F16, BF16) store each value itself."""
         return self.block_values > 1
+
+
+def _spread(mask: int) -> tuple[int, int]:
+    """A contiguous bit mask's (lowest bit, width)."""
+    shift = (mask & -mask).bit_length() - 1
+    return shift, (mask >> shift).bit_length()
 
 
 def gguf_py_quantizer(name: str) -> Callable[[np.ndarray], np.ndarray]:

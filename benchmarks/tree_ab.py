@@ -1,0 +1,98 @@
+"""A/B of two source trees of muser_mlx: this one's Embedding against another checkout's (a
+previous revision, say), both imported into one process and timed alternating (so both see the
+same machine state), with mlx.nn.Embedding (float16 table) beside them, at Muse Glimmer's shape
+(dims 6,656, vocab 202,048; Q4_K, float32 out).
+
+    git worktree add /tmp/before main            # or: git archive main | tar -x -C /tmp/before
+    python benchmarks/tree_ab.py --against /tmp/before
+    python benchmarks/tree_ab.py --against /tmp/before --dims 1024 --vocab 8192 --batches 1 64 --reps 100  # a CPU
+
+Per batch of ids: the median time of one lookup per evaluation (common.alternating_medians: the
+host's cost, which is most of a one-id lookup's time) and of lookups queued in one evaluation
+(common.queued_seconds: device time per lookup; its host column, graph building per lookup).
+Prints a table and writes benchmarks/results/tree_ab_<cpu|gpu>.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+
+import muser_mlx
+
+from common import GLIMMER, alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
+
+QUEUED = 16
+
+
+def import_tree(root: Path):
+    """The ``muser_mlx`` package of the checkout at ``root``, imported beside this tree's (each
+    module keeps its own submodules and kernel files; ``sys.modules`` is restored after)."""
+    ours = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "muser_mlx" or k.startswith("muser_mlx.")}
+    sys.path.insert(0, str(root))
+    try:
+        other = importlib.import_module("muser_mlx")
+    finally:
+        sys.path.remove(str(root))
+        for k in [k for k in sys.modules if k == "muser_mlx" or k.startswith("muser_mlx.")]:
+            del sys.modules[k]
+        sys.modules.update(ours)
+    if Path(other.__file__).resolve().parent != (root / "muser_mlx").resolve():
+        raise SystemExit(f"{root} holds no muser_mlx package (imported {other.__file__})")
+    return other
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--against", required=True, type=Path, help="root of the other checkout")
+    p.add_argument("--format", default="Q4_K")
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 4096, 32768])
+    p.add_argument("--reps", type=int, default=400, help="one-per-evaluation repetitions; queued: a tenth")
+    p.add_argument("--dims", type=int, default=GLIMMER["dims"])
+    p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    args = p.parse_args()
+    dims, vocab = args.dims, args.vocab
+    other = import_tree(args.against.resolve())
+    data = mx.array(random_q_bytes(args.format, vocab, dims))
+    dense = nn.Embedding(vocab, dims)
+    dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
+    mx.eval(data, dense.parameters())
+    contenders = {
+        "this tree": muser_mlx.Embedding.from_table(muser_mlx.Table.from_bytes(data, args.format, dims)),
+        # a revision before Embedding.from_table took the table in its constructor
+        f"{args.against.name}": getattr(other.Embedding, "from_table", other.Embedding)(other.Table.from_bytes(data, args.format, dims)),
+        "nn.Embedding f16": dense,
+    }
+    probe = mx.arange(0, vocab, 997)
+    ours, theirs = (contenders[k](probe) for k in list(contenders)[:2])
+    print("same output:", bool(mx.array_equal(ours, theirs)), flush=True)
+    rows, runs = [], []
+    for n in args.batches:
+        latency = alternating_medians({name: (fresh_ids(vocab, n), emb) for name, emb in contenders.items()}, args.reps)
+        for name, emb in contenders.items():
+            device, host = queued_seconds(fresh_ids(vocab, n), emb, max(args.reps // 10, 5), QUEUED)
+            runs.append(dict(name=name, ids=n, seconds=latency[name], queued_seconds=device, host_seconds=host))
+            rows.append([name, n, f"{latency[name] * 1e6:.1f}", f"{device * 1e6:.1f}", f"{host * 1e6:.1f}"])
+            print(*rows[-1], sep="\t", flush=True)
+    md = markdown(["lookup", "ids", "us, 1 per eval", "us, queued", "host us, queued"], rows)
+    md += (
+        f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other tree: {args.against.name} "
+        f"({other.__file__}). Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation."
+    )
+    print(
+        save(
+            "tree_ab",
+            f"muser_mlx trees A/B, dims {dims}, vocab {vocab}",
+            md,
+            {"against": str(args.against), "format": args.format, "runs": runs},
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+// The IQ1 levels: a value is scale * (grid value +- 1/8) = (scale / 8) * (8 * grid value +- 1),
+// both factors exact, so their one product rounds as ggml's does; level + 9 = 8u + 1 +- 1 for
+// u = grid value + 1, held in iq1s_grid's nibbles.
+#pragma once
+#include "format_iq_grid.h"
+#include "iq1s_grid.h"
+
+namespace muser {
+
+// The bytes level + 9 of values k .. k + 3 of grid point `entry` (value b's u in nibble b / 4 of
+// byte b % 4 of its word), its delta -1/8 where `minus`.
+template <int N>
+MUSER_FN uint32_t delta_word(uint32_t entry, uint32_t k, bool minus) {
+  const uint32_t bytes = (((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | (minus ? 0u : 0x02020202u);
+  return bytes >> (N >= 4 ? 0 : 8 * (k % 4));
+}
+
+}  // namespace muser

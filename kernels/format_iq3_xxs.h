@@ -1,0 +1,31 @@
+// IQ3_XXS: 256 values in 98 bytes (blocks 2-byte aligned).
+//   0-1 d (f16)   2-65 the iq3xxs_grid entry of each 4 values (byte 2 + j / 4 for value j)
+//   66-97 a uint32 per sub-block s of 32 values (at 66 + 4s): bits 7l .. 7l+6 the sign index
+//   (ksigns) of its group l of 8 values, bits 28-31 the scale ls
+//   value = (d * (0.5 + ls) * 0.5) * (+-grid value): d's 11 bits times ls's 5 times the grid's
+//   6, every product exact in float32.
+#pragma once
+#include "format_iq_signs.h"
+#include "iq3xxs_grid.h"
+
+namespace muser {
+
+template <>
+struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
+  enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
+  template <int N, bool UNIFORM = false, typename P>
+  static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t j = i % 256;
+    uint32_t entries[1], aux[1];  // the entries' bytes; sub-block j / 32's sign indices and scale
+    bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, entries);
+    bytes_at<4, 2, UNIFORM>(block + 66 + 4 * (j / 32), aux);
+    for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
+      const uint32_t signs = ksigns((aux[0] >> (7 * (group_of<N>(j, c) % 4))) & 127u);
+      w[c] = signed_word<N>(iq3xxs_grid[(entries[0] >> (8 * c)) & 255u], signs, in_group<N>(j, c), zero);
+    }
+    return Affine{f16_at(block) * level(aux[0] >> 28, -0.5f) * 0.5f, 0.0f};
+  }
+};
+
+}  // namespace muser

@@ -1,0 +1,103 @@
+"""The GPU dialects, Metal and CUDA: their kernels, what their devices can run, and the table
+bytes as their kernels read them (aligned; on CUDA, resident)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING
+
+import mlx.core as mx
+import numpy as np
+
+from . import gather
+from .source import DeviceKernel
+
+if TYPE_CHECKING:
+    from ..table import Table
+
+KERNEL_ALIGNMENT = 16  # bytes: the kernels' widest table load (kernels/formats.h, bytes_at)
+
+
+@cache
+def cuda_compute_capability() -> int:
+    """The CUDA device's major compute capability; 0 without MLX's CUDA backend."""
+    return int(mx.device_info().get("compute_capability_major", 0)) if mx.cuda.is_available() else 0
+
+
+class DeviceBackend:
+    """A GPU dialect's kernels: the gather (``bind``), the LM head's lane-wise matvec, for a
+    dialect whose lanes have 4-way byte dot products (``byte_dots``) the matvec on them and
+    x's run records it reads (``xruns_kernel``), and for one with a warp matrix multiply the
+    matvec on that, where ``matrix_units()`` says the device runs it. ``includes``: its compiler
+    reads the kernel files from disk (:class:`DeviceKernel`). ``resident``: a table made on the
+    host must be moved to the device before random reads (:meth:`kernel_data`)."""
+
+    def __init__(
+        self,
+        dialect: str,
+        register,
+        *,
+        includes: bool = False,
+        matrix_units=None,
+        byte_dots: bool = False,
+        resident: bool = False,
+    ):
+        def kernel(name: str, inputs: list[str], outputs: list[str], lanes: bool = True) -> DeviceKernel:
+            return DeviceKernel(dialect, name, inputs, outputs, register, lanes, includes)
+
+        self.dialect = dialect
+        self.gather_kernel = kernel("gather", ["table", "ids"], ["out"], lanes=False)
+        self.matvec_kernel = kernel("matvec", ["table", "x"], ["out"])
+        self.byte_dots = byte_dots
+        self.xruns_kernel = kernel("xruns", ["x"], ["runs"]) if byte_dots else None
+        self.bytedot_kernel = kernel("bytedot", ["table", "x"], ["out"]) if byte_dots else None
+        self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
+        self.matrix_units = matrix_units or (lambda: False)
+        self.resident = resident
+        self._ready: dict[int, tuple[weakref.ref, mx.array | None]] = {}  # id(data) -> (data, its copy)
+
+    def bind(self, table: Table, dtype: mx.Dtype) -> Callable[[mx.array], mx.array]:
+        """``ids [...] -> [..., dims]`` in ``dtype`` from ``table`` (see :func:`gather.bind`)."""
+        return gather.bind(self.gather_kernel, self.kernel_data(table.data), table.format, table.dims, dtype)
+
+    def kernel_data(self, data: mx.array) -> mx.array:
+        """The table bytes ``data`` as the kernels read them, prepared once per array:
+
+        - aligned: a fresh copy where ``data`` starts off a KERNEL_ALIGNMENT boundary (a view
+          into a larger array; fresh allocations are aligned);
+        - resident (CUDA): an array made on the host is managed memory that migrates to the GPU
+          page by page on first touch, so random row gathers would fault on each new page; one
+          sequential pass moves it all (docs/performance.md, "Resident tables").
+
+        A tracer (the weight of a module whose state an ``mx.compile`` takes as an input) has no
+        address: it stands for the arrays the compiled function is called with, and is used as
+        it is."""
+        key = id(data)
+        entry = self._ready.get(key)
+        if entry is not None and entry[0]() is data:
+            return data if entry[1] is None else entry[1]
+        try:
+            mx.eval(data)
+        except ValueError:  # MLX: no evaluation during function transformations
+            return data
+        ready = mx.array(np.array(data)) if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT else data
+        if self.resident:
+            mx.eval(mx.max(ready, stream=mx.gpu))
+        self._ready[key] = (weakref.ref(data, lambda _: self._ready.pop(key, None)), None if ready is data else ready)
+        return ready
+
+
+METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma or muser_dot4 in its lanes
+# NVRTC compiles MLX's CUDA kernels and opens their #include "/absolute/path" files.
+# mma.sync m16n8k16 in float16 and bfloat16: compute capability 8.0 (Ampere) and later.
+# dp4a (kernels/bytedot.h's muser_dot4): every GPU MLX's CUDA backend runs on.
+CUDA = DeviceBackend(
+    "cuda",
+    lambda: mx.fast.cuda_kernel,
+    includes=True,
+    matrix_units=lambda: cuda_compute_capability() >= 8,
+    byte_dots=True,
+    resident=True,
+)

@@ -1,0 +1,213 @@
+"""The LM head's kernels, logits ``x @ W.T`` from the quantized table ``W``, and the one function
+that chooses among them for a row count and dtype (:func:`choose`).
+
+- streamed (GPU kernels, few rows of x: decode): the table is read once per pass and dequantized
+  on the fly; no float copy of any part of it exists. ``matvec`` (kernels/matvec.h): a lane's
+  float multiply-adds, any format; ``bytedot`` (kernels/bytedot.h, CUDA, quantized tables): byte
+  dot products of levels and x in integers; ``mma`` (kernels/mma.h, CUDA compute capability 8+,
+  quantized tables): warp matrix multiplies.
+- ``cpu_matvec`` (the ``cpu`` backend, few rows of x): kernels/matvec.h in the CPU extension.
+- ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): ``tuning.TILE_ROWS``
+  vocab rows at a time are dequantized by the backend's gather into x's dtype and multiplied
+  with MLX's matmul; at most one tile of floats is alive at a time.
+
+Every kernel takes ``x [n, dims]`` (n >= 1) and gives ``[n, vocab]`` in x's dtype, accumulating
+in float32; the layouts are tuning.py's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import mlx.core as mx
+
+from . import BACKENDS, KERNEL_BACKENDS, bind, tuning
+from .source import Launch
+
+if TYPE_CHECKING:
+    from ..table import Table
+    from .device import DeviceBackend
+
+MAX_THREADS = 1 << 30  # the streaming kernels' 1-D grid: grid-stride beyond this (MLX's grid is a 32-bit int)
+WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lanes)
+MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
+FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
+RUN = 16  # values of x per run record (kernels/xruns.h)
+
+
+def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
+    """The head kernel for ``rows`` rows of x of ``dtype`` on ``backend`` (docs/performance.md,
+    "Head kernel by row count"): ``"mma"``, ``"bytedot"``, ``"matvec"`` or ``"tiled"``, a key of
+    :data:`HEADS`."""
+    if backend == "cpu":  # the extension's kernels/matvec.h (cpu.py); measured faster than tiled at 4-16 rows
+        return "cpu_matvec" if rows <= tuning.MATVEC_MAX_ROWS else "tiled"
+    if backend not in KERNEL_BACKENDS:
+        return "tiled"
+    device = BACKENDS[backend]
+    quantized = table.format.quantized  # levels are exact in 16 bits; the float formats' values are not
+    if quantized and rows >= tuning.MMA_MIN_ROWS[dtype] and device.matrix_units():
+        return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
+    if rows > tuning.MATVEC_MAX_ROWS:
+        return "tiled"
+    if quantized and device.byte_dots and rows <= tuning.BYTEDOT_MAX_ROWS:
+        return "bytedot"
+    return "matvec"
+
+
+def logits(table: Table, x: mx.array, backend: str) -> mx.array:
+    """``x [n, dims]`` -> ``[n, vocab]`` in x's dtype by the head :func:`choose` picks."""
+    return HEADS[choose(table, x.shape[0], x.dtype, backend)](table, x, backend)
+
+
+def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Dequantize ``tuning.TILE_ROWS`` vocab rows at a time (the backend's gather of
+    ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the previous
+    tile's logits, so MLX evaluates the tiles one after the other and frees each before the next
+    (left alone it interleaves them)."""
+    tile_rows = tuning.TILE_ROWS
+    gather = bind(table, x.dtype, backend)
+    parts: list[mx.array] = []
+    for start in range(0, table.vocab, tile_rows):
+        ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
+        if parts:
+            ids = mx.depends(ids, parts[-1])
+        tile = gather(ids)  # [rows, dims] in x's dtype
+        parts.append(x @ tile.T)
+    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
+
+
+def streaming_threads(vocab: int, vrows: int) -> int:
+    """One warp per ``vrows`` vocab rows, grid-striding beyond MAX_THREADS."""
+    return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
+
+
+def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, out_rows: int, dtype: mx.Dtype) -> Launch:
+    """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid)."""
+    return Launch(
+        format=table.format,
+        defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
+        grid=(streaming_threads(table.vocab, vrows), 1, 1),
+        threadgroup=(tuning.THREADGROUP, 1, 1),
+        output_shape=(out_rows, table.vocab),
+        output_dtype=dtype,
+    )
+
+
+def matvec_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/matvec.h for x: ROWS rows of x per pass over the table, VROWS table rows per warp,
+    VALUES per lane and step (tuning.matvec_layout)."""
+    rows, vrows, values = tuning.matvec_layout(x.shape[0], table.dims)
+    return _launch(table, (("VALUES", values), ("ROWS", rows), ("VROWS", vrows)), vrows, x.shape[0], x.dtype)
+
+
+def x_planes(dtype: mx.Dtype) -> int:
+    """Byte planes of x's integers in the byte dot products (kernels/xruns.h): 3 for float32 x,
+    2 for float16 and bfloat16."""
+    return 3 if dtype == mx.float32 else 2
+
+
+def x_run_words(planes: int) -> int:
+    """32-bit words of one run's record (kernels/xruns.h: XRunRecord<PLANES>::words)."""
+    return (5 * planes + 5) // 4 * 4
+
+
+def xruns_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/xruns.h for x: a thread per run of RUN values; out ``[n, dims / RUN, words]``."""
+    planes, n_runs = x_planes(x.dtype), x.shape[0] * table.dims // RUN
+    return Launch(
+        format=None,
+        defines=(("DIMS", table.dims), ("PLANES", planes)),
+        grid=(-(-n_runs // tuning.THREADGROUP) * tuning.THREADGROUP, 1, 1),
+        threadgroup=(tuning.THREADGROUP, 1, 1),
+        output_shape=(x.shape[0], table.dims // RUN, x_run_words(planes)),
+        output_dtype=mx.uint32,
+    )
+
+
+def bytedot_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
+    tuning.bytedot_layout, PLANES (:func:`x_planes`)."""
+    rows, vrows, runs = tuning.bytedot_layout(x.shape[0], table.dims, table.qtype)
+    defines = (("ROWS", rows), ("VROWS", vrows), ("RUNS", runs), ("PLANES", x_planes(x.dtype)))
+    return _launch(table, defines, vrows, x.shape[0], x.dtype)
+
+
+def mma_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/mma.h for x: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else 1), VTILES
+    tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
+    (tuning.mma_layout); out rows: n rounded up to whole passes."""
+    vtiles, xtiles = tuning.mma_layout(x.shape[0])
+    parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
+    out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
+    defines = (("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles))
+    return _launch(table, defines, MMA_ROWS * vtiles, out_rows, x.dtype)
+
+
+def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
+    """x [n, dims] -> kernels/mma.h's inputs: xh [parts, rows, dims] in the multiply's 16-bit
+    type and x_sums [dims / 16, rows] float32 (x's sums over each 16 values), x padded with zero
+    rows to ``rows`` (the launch's output rows: whole passes). float16 and bfloat16 x are their own single part; float32 x
+    is FLOAT32_PARTS bfloat16 terms, each the rounding of what the ones before leave (exact
+    differences: the terms sum to x exactly, barring underflow)."""
+    n, dims = x.shape
+    x = mx.pad(x, [(0, rows - n), (0, 0)])
+    if x.dtype == mx.float32:
+        parts, rest = [], x
+        for _ in range(FLOAT32_PARTS):
+            parts.append(rest.astype(mx.bfloat16))
+            rest = rest - parts[-1].astype(mx.float32)
+        xh = mx.stack(parts)
+    else:
+        xh = x[None]
+    return xh, x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
+
+
+def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool = False) -> DeviceBackend:
+    """The GPU backend, once the arguments are checked."""
+    if backend not in KERNEL_BACKENDS:
+        raise ValueError(f"{head} runs on a GPU backend ({', '.join(KERNEL_BACKENDS)}), got {backend!r}")
+    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != table.dims:
+        raise ValueError(f"{head} takes x [n >= 1, {table.dims}] for {table!r}, got {list(x.shape)}")
+    if quantized and not table.format.quantized:
+        raise TypeError(f"{head} takes a quantized table (levels exact in integers), got {table!r}")
+    return BACKENDS[backend]
+
+
+def matvec(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/matvec.h, any format."""
+    device = _device(table, x, backend, "matvec")
+    return device.matvec_kernel(matvec_launch(table, x), [device.kernel_data(table.data), x])
+
+
+def x_runs(table: Table, x: mx.array, backend: str) -> mx.array:
+    """x's run records ``[n, dims / RUN, x_run_words] uint32`` for :func:`bytedot`."""
+    device = _device(table, x, backend, "x_runs")
+    if device.xruns_kernel is None or table.dims % RUN:
+        raise ValueError(f"x_runs needs a backend with byte dot products and dims in runs of {RUN}, got {table!r}")
+    return device.xruns_kernel(xruns_launch(table, x), [x])
+
+
+def bytedot(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/bytedot.h (byte dot products; quantized tables) on :func:`x_runs` of x."""
+    device = _device(table, x, backend, "bytedot", quantized=True)
+    if device.bytedot_kernel is None:
+        raise ValueError(f"bytedot needs a backend with byte dot products, got {backend!r}")
+    return device.bytedot_kernel(bytedot_launch(table, x), [device.kernel_data(table.data), x_runs(table, x, backend)])
+
+
+def mma(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/mma.h (matrix units; quantized tables)."""
+    device = _device(table, x, backend, "mma", quantized=True)
+    if device.mma_kernel is None:
+        raise ValueError(f"mma needs a backend with warp matrix multiplies, got {backend!r}")
+    launch = mma_launch(table, x)
+    xh, x_sums = mma_operands(x, launch.output_shape[0])
+    return device.mma_kernel(launch, [device.kernel_data(table.data), xh, x_sums])[: x.shape[0]]
+
+
+def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/matvec.h in the CPU extension (backends/cpu.py), any format."""
+    return BACKENDS["cpu"].matvec(table, x)
+
+
+HEADS = {"mma": mma, "bytedot": bytedot, "matvec": matvec, "cpu_matvec": cpu_matvec, "tiled": tiled}

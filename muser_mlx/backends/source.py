@@ -1,0 +1,176 @@
+"""A kernel's source as MLX gets it, and a launch of it.
+
+A kernel's header is the dialect's prelude, for an LM head the dialect's lane operations
+(``lanes_<dialect>.h``), the table's block decoder (``format_<name>.h``) and the kernel's template
+(``<name>.h``), with what they include; its body is the dialect's few lines (``<name>.metal`` /
+``<name>.cu``) that call the template with the thread's index. A :class:`Launch` says which
+table format and constants it is compiled for and how it runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import mlx.core as mx
+
+from ..formats import Format
+from . import tuning
+
+_INCLUDE = re.compile(r'#include "(\w+\.h)"')
+_DEFINE = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def kernel_header(names: Sequence[str], read: Callable[[str], str] | None = None) -> str:
+    """The kernel source files ``names`` as one header, in order, each ``#include "x.h"`` replaced
+    by x.h's text where it first appears (once, as ``#pragma once`` has it), minus ``//``
+    comments, blank lines and ``#pragma once``: what a kernel compiles, so it is what names it,
+    and Metal's header (its runtime compiler reads no files). ``read(name)`` gives a file's text
+    (default: the file in ``tuning.KERNEL_SOURCES``)."""
+    if read is None:
+        folder = tuning.KERNEL_SOURCES
+        read = lambda name: (folder / name).read_text()  # noqa: E731
+    done, lines = set(), []
+
+    def add(name: str) -> None:
+        if name in done:
+            return
+        done.add(name)
+        for line in read(name).splitlines():
+            line = re.sub(r"\s*//.*", "", line)
+            if include := _INCLUDE.fullmatch(line.strip()):
+                add(include.group(1))
+            elif line.strip() and line.strip() != "#pragma once":
+                lines.append(line)
+
+    for name in names:
+        add(name)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One call of a kernel: compiled for ``format`` (its block decoder in the header, its ggml
+    type ``#define``d as FORMAT; None for a kernel that reads no table) and the integer
+    ``defines`` (``#define``d in order after the header), run on ``grid`` threads in threadgroups
+    of ``threadgroup``, writing one output of ``output_shape`` and ``output_dtype``."""
+
+    format: Format | None
+    defines: tuple[tuple[str, int], ...]
+    grid: tuple[int, int, int]
+    threadgroup: tuple[int, int, int]
+    output_shape: tuple[int, ...]
+    output_dtype: mx.Dtype
+
+    def __post_init__(self):  # per call: kept to what a launch can get wrong at run time
+        if len(self.grid) != 3 or min(self.grid) < 1 or len(self.threadgroup) != 3 or min(self.threadgroup) < 1:
+            raise ValueError(
+                f"a launch's grid and threadgroup are 3 positive sizes, got {self.grid}, {self.threadgroup}"
+            )
+
+    def define(self, name: str) -> int:
+        """The value of constant ``name``; ``KeyError`` names the constants there are."""
+        for key, value in self.defines:
+            if key == name:
+                return value
+        raise KeyError(f"no constant {name!r} in this launch; it has {', '.join(k for k, _ in self.defines)}")
+
+
+class DeviceKernel:
+    """One kernel of one dialect: ``name`` (``kernels/<name>.h``), its ``inputs`` and ``outputs``
+    (MLX's names for the body), ``register`` (returns MLX's ``metal_kernel`` / ``cuda_kernel``),
+    ``lanes`` (an LM head: it takes the dialect's lane operations).
+
+    The header MLX gets is the files' text (:func:`kernel_header`), or, where the dialect's
+    compiler reads files (``includes``: NVRTC), ``#include`` lines naming them: MLX's CUDA backend
+    spends host time on every evaluation of a kernel in proportion to its source's length
+    (docs/performance.md, "Kernel source by #include").
+
+    Calling it with a :class:`Launch` and the inputs builds the MLX kernel on first use and keeps
+    it: the constants are ``#define``d after the header, so a call passes no template arguments
+    (MLX spends host time on each, every call); the inputs' dtypes only name the kernel (they are
+    in its generated signature). The name ends in a digest of the text compiled: MLX keeps a
+    compiled kernel under its name for the life of the process, and the #include lines it sees
+    stay the same when the files change, so changed source must be a new name. The files are
+    read from ``tuning.KERNEL_SOURCES``."""
+
+    def __init__(
+        self,
+        dialect: str,
+        name: str,
+        inputs: list[str],
+        outputs: list[str],
+        register,
+        lanes: bool = True,
+        includes: bool = False,
+    ):
+        self.dialect, self.name, self.inputs, self.outputs = dialect, name, inputs, outputs
+        self.lanes, self.includes = lanes, includes
+        self._register = register
+        self._kernels: dict[tuple, object] = {}
+
+    def files(self, fmt: Format | None = None) -> tuple[str, ...]:
+        """The header's files before their includes: prelude, lane operations, the decoder of
+        ``fmt`` (none for a kernel without a table), template."""
+        lanes = (f"lanes_{self.dialect}.h",) if self.lanes else ()
+        decoder = () if fmt is None else (fmt.kernel_file,)
+        return (f"prelude_{self.dialect}.h", *lanes, *decoder, f"{self.name}.h")
+
+    def body(self) -> str:
+        return (tuning.KERNEL_SOURCES / f"{self.name}.{'metal' if self.dialect == 'metal' else 'cu'}").read_text()
+
+    def header(self, fmt: Format | None = None) -> str:
+        return kernel_header(self.files(fmt))
+
+    def registered_header(self, fmt: Format | None = None, text: str | None = None) -> str:
+        """The header MLX gets: :meth:`header` (``text``, where the caller has read it), or with
+        ``includes`` an ``#include`` by absolute path of each of :meth:`files` (the text again
+        where the folder's path cannot be spelled inside ``#include "..."``: it holds a quote or
+        a line break)."""
+        folder: Path = tuning.KERNEL_SOURCES
+        if not self.includes or any(c in str(folder) for c in '"\n'):
+            return self.header(fmt) if text is None else text
+        return "\n".join(f'#include "{folder / name}"' for name in self.files(fmt))
+
+    def __call__(self, launch: Launch, inputs: list[mx.array], **options) -> mx.array:
+        """The launch's output (``options``: more of MLX's kernel call arguments, e.g. ``verbose``)."""
+        if len(inputs) != len(self.inputs):
+            raise ValueError(
+                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(inputs)}"
+            )
+        fmt = launch.format
+        key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *[a.dtype for a in inputs])
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = self._build(launch, [a.dtype for a in inputs])
+        return kernel(
+            inputs=inputs,
+            grid=launch.grid,
+            threadgroup=launch.threadgroup,
+            output_shapes=[launch.output_shape],
+            output_dtypes=[launch.output_dtype],
+            **options,
+        )[0]
+
+    def _build(self, launch: Launch, dtypes: list[mx.Dtype]):
+        for name, value in launch.defines:
+            if not _DEFINE.fullmatch(name) or type(value) is not int:
+                raise ValueError(f"a kernel constant is an upper-case name and an int, got {name!r} = {value!r}")
+        fmt, body = launch.format, self.body()
+        text = self.header(fmt)
+        defines = (() if fmt is None else (("FORMAT", fmt.ggml_type),)) + launch.defines
+        define_lines = "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
+        digest = hashlib.sha256((text + define_lines + body).encode()).hexdigest()[:12]
+        spelled = [str(v) for _, v in launch.defines] + [
+            str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)
+        ]
+        return self._register()(
+            name="_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest]),
+            input_names=self.inputs,
+            output_names=self.outputs,
+            source=body,
+            header=self.registered_header(fmt, text) + define_lines,
+        )

@@ -1,0 +1,97 @@
+"""The measured constants of the GPU kernels' launches, and the layouts they imply.
+
+Each constant names the decision in docs/performance.md that measured it against its
+alternatives. Benchmarks and tests reach the tuning through :func:`fixed` alone: it sets any of
+these constants (or :data:`KERNEL_SOURCES`, the folder the kernels are compiled from) for the
+duration of a ``with`` block; the package's entry points take no layout arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib.resources import files
+from pathlib import Path
+
+import mlx.core as mx
+
+# The kernel source files MLX compiles (kernels/); benchmarks/kernel_ab.py compiles another
+# revision's through fixed(KERNEL_SOURCES=...).
+KERNEL_SOURCES = Path(str(files("muser_mlx.kernels"))).absolute()
+
+# The gather ("Gather grid"): threads along a row per threadgroup (a threadgroup is one row
+# high), and values per thread: the largest of GATHER_VALUES that divides dims (8: two 16-byte
+# float32 stores).
+THREADGROUP = 256
+GATHER_VALUES = (8, 4, 2, 1)
+# Ids of at most this many go through mx.compile ("Compiled small batches"): a replay costs
+# less host time than building the call; each new ids shape costs a trace.
+COMPILED_IDS = 64
+
+# Which LM head kernel runs ("Head kernel by row count"): streamed up to MATVEC_MAX_ROWS rows of
+# x; a quantized table on matrix units from MMA_MIN_ROWS (by x's dtype: float32 x costs three
+# multiplies) to MMA_MAX_ROWS; byte dot products up to BYTEDOT_MAX_ROWS; else the tiled matmul of
+# TILE_ROWS vocab rows at a time (TILE_ROWS * dims floats alive: 52 MiB at dims 6,656 float16).
+MATVEC_MAX_ROWS = 16
+MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
+MMA_MAX_ROWS = 128
+BYTEDOT_MAX_ROWS = 1
+TILE_ROWS = 4096
+
+# The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
+# MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
+# lane and step (VALUES, a whole run of 16 where dims allow).
+MATVEC_ROWS = (1, 2, 4, 8)
+MATVEC_VROWS = {1: 4, 2: 8, 4: 4, 8: 4}
+MATVEC_VALUES = 16
+# The byte dot products' layout ("Byte dot products"): table rows per warp (by format, else
+# BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (where dims are whole
+# pairs of runs per lane: multiples of 64).
+BYTEDOT_VROWS = 8
+BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 4, "Q8_0": 4}
+BYTEDOT_RUNS = 2
+# The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
+# of x per pass beyond 8 rows of x.
+MMA_VTILES = 4
+MMA_XTILES = 2
+
+
+@contextmanager
+def fixed(**constants) -> Iterator[None]:
+    """Set the named constants of this module inside a ``with`` block, e.g.
+    ``with fixed(MATVEC_ROWS=(16,), MATVEC_VROWS={16: 2}):`` times the matvec at 16 rows per pass.
+    Raises ``ValueError`` for a name that is not one of them."""
+    names = {name for name in globals() if name.isupper()}
+    unknown = sorted(set(constants) - names)
+    if unknown:
+        raise ValueError(f"tuning has no constant {', '.join(unknown)}; it has {', '.join(sorted(names))}")
+    before = {name: globals()[name] for name in constants}
+    globals().update(constants)
+    try:
+        yield
+    finally:
+        globals().update(before)
+
+
+def gather_values(dims: int) -> int:
+    """Values per thread of the gather (and of the matvec where dims are not whole runs)."""
+    return next(v for v in GATHER_VALUES if dims % v == 0)
+
+
+def matvec_layout(n: int, dims: int) -> tuple[int, int, int]:
+    """(ROWS, VROWS, VALUES) of kernels/matvec.h for ``n`` rows of x."""
+    rows = next(r for r in MATVEC_ROWS if n <= r or r == MATVEC_ROWS[-1])
+    values = MATVEC_VALUES if dims % MATVEC_VALUES == 0 else gather_values(dims)
+    return rows, MATVEC_VROWS[rows], values
+
+
+def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
+    """(ROWS, VROWS, RUNS) of kernels/bytedot.h for ``n`` rows of x of a ``qtype`` table."""
+    rows = matvec_layout(n, dims)[0]
+    vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
+    return rows, vrows, BYTEDOT_RUNS if dims % 64 == 0 else 1
+
+
+def mma_layout(n: int) -> tuple[int, int]:
+    """(VTILES, XTILES) of kernels/mma.h for ``n`` rows of x."""
+    return MMA_VTILES, 1 if n <= 8 else MMA_XTILES

@@ -1,0 +1,106 @@
+"""The IQ formats' codebooks (grids) and sign table, from their one source: gguf-py's tables.
+
+The MLX-ops decoders (iquants.py) take their lookup arrays from here, and the kernels' constant
+arrays, ``kernels/<grid>.h``, are generated here:
+
+    python -m muser_mlx.formats.write_grids      # writes kernels/iq2xxs_grid.h ... kernels/iq1s_grid.h
+
+A grid is ``entries`` points of 8 values (IQ2, IQ1) or 4 (IQ3), small integers. The kernels'
+words (little-endian uint32):
+- IQ2 and IQ3 grids: the values as bytes, 4 to a word, word ``w * e + h`` holding values
+  4h .. 4h + 3 of entry e (w = 2 words an entry for IQ2, 1 for IQ3): ggml's own tables;
+- ``iq1s_grid`` (values -1, 0, 1): one word an entry, byte b = (value b + 1) | (value b + 4 + 1) << 4,
+  so that ``word & 0x0F0F0F0F`` holds values 0-3 plus 1 and ``(word >> 4) & 0x0F0F0F0F`` values
+  4-7 (ggml's iq1s_grid_gpu).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import quants
+
+WORDS_PER_LINE = 8
+
+
+@dataclass(frozen=True)
+class Grid:
+    """``name`` is ggml's (``iq2xxs_grid``): the kernels' array, in ``kernels/<name>.h``; ``quant``
+    is gguf-py's class that holds the grid."""
+
+    name: str
+    quant: type
+
+    @property
+    def values(self) -> np.ndarray:
+        """int8 [entries, 8 or 4]: gguf-py's grid."""
+        self.quant.init_grid()
+        return self.quant.grid.reshape(self.quant.grid_shape).astype(np.int8)
+
+    @property
+    def largest(self) -> int:
+        return int(self.values.max())
+
+    @property
+    def kernel_file(self) -> str:
+        return f"{self.name}.h"
+
+    def words(self) -> np.ndarray:
+        """uint32 [words]: the kernels' layout of the grid (module docstring)."""
+        values = self.values
+        if values.min() < 0:  # iq1s_grid: value + 1 in a nibble, values 4-7 in the high ones
+            u = (values + 1).astype(np.uint8)
+            return (u[:, :4] | (u[:, 4:] << 4)).view("<u4").reshape(-1)
+        return values.astype(np.uint8).view("<u4").reshape(-1)
+
+    def header(self) -> str:
+        """The text of ``kernels/<name>.h``."""
+        words = self.words()
+        entries, per_entry = self.values.shape
+        lines = [
+            f"    {', '.join(f'0x{w:08x}' for w in words[k : k + WORDS_PER_LINE])},"
+            for k in range(0, words.size, WORDS_PER_LINE)
+        ]
+        return "\n".join([
+            f"// {self.name}: {self.quant.__name__}'s {entries} grid points of {per_entry} values, {words.size} words",
+            "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
+            "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
+            "#pragma once",
+            "",
+            "namespace muser {",
+            "",
+            f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value",
+            f"MUSER_CONSTANT uint32_t {self.name}[{words.size}] = {{",
+            *lines,
+            "};",
+            "",
+            "}  // namespace muser",
+            "",
+        ])
+
+
+GRIDS = {
+    g.name: g
+    for g in (
+        Grid("iq2xxs_grid", quants.IQ2_XXS),
+        Grid("iq2xs_grid", quants.IQ2_XS),
+        Grid("iq2s_grid", quants.IQ2_S),
+        Grid("iq3xxs_grid", quants.IQ3_XXS),
+        Grid("iq3s_grid", quants.IQ3_S),
+        Grid("iq1s_grid", quants.IQ1_S),
+    )
+}
+GRID_OF_FORMAT = {  # format -> the grid its decoders read
+    "IQ2_XXS": GRIDS["iq2xxs_grid"],
+    "IQ2_XS": GRIDS["iq2xs_grid"],
+    "IQ2_S": GRIDS["iq2s_grid"],
+    "IQ3_XXS": GRIDS["iq3xxs_grid"],
+    "IQ3_S": GRIDS["iq3s_grid"],
+    "IQ1_S": GRIDS["iq1s_grid"],
+    "IQ1_M": GRIDS["iq1s_grid"],
+}
+
+# ksigns_iq2xs: the 8 signs of a group of 8 values from a 7-bit index; bit 7 is the index's
+# parity (a group has an even number of minus signs). Bit k set: value k is negative.
+KSIGNS = np.frombuffer(quants.IQ2_XXS.ksigns, dtype=np.uint8)

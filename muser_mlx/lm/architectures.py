@@ -1,0 +1,185 @@
+"""How each supported GGUF architecture maps onto mlx-lm's own model definition: ModelArgs from
+the metadata, GGUF tensor names to mlx-lm's, and what llama.cpp's converter did to the weights,
+undone. One table per architecture; each quirk names the llama.cpp behaviour it mirrors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import GGUFError
+
+# GGUF block tensor -> mlx-lm module path inside ``model.layers.N`` (llama.cpp's LLM_TENSOR_NAMES,
+# gguf-py's TensorNameMap), shared by every architecture here.
+BLOCK_TENSORS = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+MODEL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """``gguf``: the file's ``general.architecture``; ``model_type``: the mlx-lm module
+    (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``);
+    ``block_tensors``: names that differ from :data:`BLOCK_TENSORS`; ``norm_offset``: what the
+    converter added to every norm weight; ``permuted_qk``: Q and K rows are in llama.cpp's rope
+    order; ``dtype``: the family's compute dtype (its checkpoints' ``torch_dtype``)."""
+
+    gguf: str
+    model_type: str
+    args: Callable[[Metadata], dict]
+    dtype: str
+    block_tensors: dict = field(default_factory=dict)
+    norm_offset: float = 0.0
+    permuted_qk: bool = False
+
+    def tensor_names(self) -> dict[str, str]:
+        """GGUF block tensor -> mlx-lm module path inside a layer."""
+        return {**BLOCK_TENSORS, **self.block_tensors}
+
+
+class Metadata:
+    """``{arch}.*`` keys of an open GGUF file, required ones raising ``GGUFError`` naming them."""
+
+    def __init__(self, f, arch: str):
+        self.f, self.arch = f, arch
+
+    def get(self, key: str, default=None):
+        return self.f.get(f"{self.arch}.{key}", default)
+
+    def need(self, key: str):
+        value = self.get(key)
+        if value is None:
+            raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is missing; {self.arch} models need it")
+        return value
+
+    def common(self) -> dict:
+        if "token_embd.weight" not in self.f.tensors:
+            raise GGUFError(f"{self.f.path}: no token_embd.weight; a {self.arch} model needs its token embedding")
+        heads = self.need("attention.head_count")
+        hidden = self.need("embedding_length")
+        head_dim = self.get("attention.key_length", hidden // heads)
+        rope_dims = self.get("rope.dimension_count", head_dim)
+        if rope_dims != head_dim:
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.rope.dimension_count {rope_dims} is not the head dim {head_dim}; "
+                "partial rotary embeddings are not supported"
+            )
+        args = {
+            "hidden_size": hidden,
+            "num_hidden_layers": self.need("block_count"),
+            "intermediate_size": self.need("feed_forward_length"),
+            "num_attention_heads": heads,
+            "num_key_value_heads": self.get("attention.head_count_kv", heads),
+            "head_dim": head_dim,
+            "rms_norm_eps": self.need("attention.layer_norm_rms_epsilon"),
+            "vocab_size": self.f.tensors["token_embd.weight"].shape[1],
+            "max_position_embeddings": self.get("context_length", 4096),
+            "tie_word_embeddings": "output.weight" not in self.f.tensors,
+        }
+        scaling = self.get("rope.scaling.type")
+        if scaling == "linear":
+            args["rope_scaling"] = {"type": "linear", "factor": self.need("rope.scaling.factor")}
+        elif scaling not in (None, "none"):
+            raise GGUFError(f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear is)")
+        return args
+
+
+def _llama(m: Metadata) -> dict:
+    # llama.cpp's default rope base for llama when the file names none: 10000
+    return {
+        **m.common(),
+        "rope_theta": m.get("rope.freq_base", 10000.0),
+        "attention_bias": "blk.0.attn_q.bias" in m.f.tensors,
+        "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors,
+    }
+
+
+def _qwen2(m: Metadata) -> dict:
+    args = _qwen3(m)
+    if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
+        raise GGUFError(
+            f"{m.f.path}: qwen2.attention.key_length {args['head_dim']} is not embedding_length / head_count"
+        )
+    return args
+
+
+def _qwen3(m: Metadata) -> dict:
+    return {**m.common(), "rope_theta": m.get("rope.freq_base", 1000000.0)}
+
+
+# Gemma 3 values llama.cpp hard-codes (llama-model.cpp, LLM_ARCH_GEMMA3) rather than reads:
+GEMMA3_LOCAL_ROPE_BASE = 10000.0  # rope_freq_base_train_swa, the sliding-window layers' rope base
+GEMMA3_SLIDING_WINDOW_PATTERN = 6  # set_swa_pattern(6): every 6th layer attends globally
+GEMMA3_27B_LAYERS = 62  # LLM_TYPE_27B, whose attention scale is 1/sqrt(hidden / heads)
+
+
+def _gemma3(m: Metadata) -> dict:
+    args = {**m.common(), "rope_theta": m.get("rope.freq_base", 1000000.0)}
+    # f_attention_scale: 1/sqrt(head_dim), except 1/sqrt(hidden / heads) for the 27B model
+    query_pre_attn_scalar = args["head_dim"]
+    if args["num_hidden_layers"] == GEMMA3_27B_LAYERS:
+        query_pre_attn_scalar = args["hidden_size"] // args["num_attention_heads"]
+    args.pop("tie_word_embeddings")  # gemma3_text ties by sanitize: no lm_head.weight
+    return {
+        **args,
+        "rope_local_base_freq": GEMMA3_LOCAL_ROPE_BASE,
+        "sliding_window": m.need("attention.sliding_window"),
+        "sliding_window_pattern": GEMMA3_SLIDING_WINDOW_PATTERN,
+        "query_pre_attn_scalar": query_pre_attn_scalar,
+    }
+
+
+ARCHITECTURES = {
+    a.gguf: a
+    for a in (
+        # convert_hf_to_gguf.py LlamaModel.permute: Q and K rows of each head reordered from
+        # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
+        # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
+        Architecture("llama", "llama", _llama, "float16", permuted_qk=True),
+        Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
+        Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
+        # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
+        # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w). Four norms per block.
+        Architecture(
+            "gemma3",
+            "gemma3_text",
+            _gemma3,
+            "bfloat16",
+            norm_offset=1.0,
+            block_tensors={
+                "post_attention_norm": "post_attention_layernorm",
+                "ffn_norm": "pre_feedforward_layernorm",
+                "post_ffw_norm": "post_feedforward_layernorm",
+            },
+        ),
+    )
+}
+
+
+def architecture(f) -> Architecture:
+    """The table for ``f``'s ``general.architecture``; ``GGUFError`` naming the supported ones."""
+    arch = f.architecture
+    if arch not in ARCHITECTURES:
+        raise GGUFError(f"{f.path}: architecture {arch!r} is not supported; supported: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[arch]
+
+
+def unpermute_rows(rows: np.ndarray, heads: int) -> np.ndarray:
+    """Undo LlamaModel.permute on a Q or K weight's rows (``[heads * head_dim, ...]``, any row
+    type: whole rows of bytes move): GGUF row ``h * d + 2j + s`` is Hugging Face row
+    ``h * d + s * d / 2 + j``."""
+    n = rows.shape[0]
+    return rows.reshape(heads, n // heads // 2, 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)

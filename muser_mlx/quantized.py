@@ -1,0 +1,112 @@
+"""``TableModule``: an ``mlx.nn.Module`` whose ``weight`` is a GGUF tensor's bytes, the common part
+of :class:`~muser_mlx.Embedding` and :class:`~muser_mlx.Linear`."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import mlx.core as mx
+from mlx import nn
+
+from .formats import Format, get_format
+from .table import Table
+
+
+class TableModule(nn.Module):
+    """``weight`` is ``uint8 [rows, row_bytes]``: row ``i`` is the tensor's row ``i`` (a token for
+    an embedding, an output feature for a projection) in its GGUF blocks, frozen. The format is
+    fixed at construction; ``rows`` and ``dims`` are read off ``weight.shape``, so a weight that
+    ``load_weights`` or ``update`` puts in is what every size and every call sees.
+
+    A weight that is not such bytes (a float matrix, another row width) raises ``ValueError``
+    naming the module the moment it is set, whichever way it is set.
+    """
+
+    def __init__(self, rows: int, dims: int, qtype: str):
+        super().__init__()
+        fmt = get_format(qtype)
+        if rows < 1 or dims < 1 or dims % fmt.block_values:
+            raise ValueError(
+                f"{type(self).__name__} needs rows >= 1 and dims a positive multiple of the {qtype} block "
+                f"of {fmt.block_values} values, got rows={rows}, dims={dims}"
+            )
+        self._format = fmt
+        self._source = "memory"
+        # A zero table of the right byte shape (lazy: never allocated unless read before a load).
+        self.weight = mx.zeros((rows, fmt.row_bytes(dims)), mx.uint8)
+
+    def __setitem__(self, key, value):
+        # Module.__setattr__, update() and load_weights() all set arrays through here.
+        if key == "weight":
+            value = self._checked_weight(value)
+            self._source = "memory"
+        super().__setitem__(key, value)
+
+    def _checked_weight(self, value) -> mx.array:
+        fmt = self._format
+        if (
+            isinstance(value, mx.array)
+            and value.dtype == mx.uint8
+            and value.ndim == 2
+            and value.shape[0] >= 1
+            and value.shape[1] >= 1
+            and value.shape[1] % fmt.block_bytes == 0
+        ):
+            dims = value.shape[1] // fmt.block_bytes * fmt.block_values
+            return Table.from_bytes(value, fmt.name, dims).data  # a copy only where a GPU kernel could not load it
+        got = (
+            f"{str(value.dtype).rsplit('.', 1)[-1]} {list(value.shape)}"
+            if isinstance(value, mx.array)
+            else type(value).__name__
+        )
+        hint = ""
+        if isinstance(value, mx.array) and mx.issubdtype(value.dtype, mx.floating):
+            hint = (
+                f"; a float matrix belongs in mlx.nn.{type(self).__name__}, or quantize it with "
+                f"{type(self).__name__}.from_{type(self).__name__.lower()}(..., qtype={fmt.name!r})"
+            )
+        here = repr(self) if "weight" in self else type(self).__name__
+        raise ValueError(
+            f"{here}: weight must be {fmt.name} bytes as stored in a GGUF file, uint8 [rows, k * {fmt.block_bytes}] "
+            f"({fmt.block_bytes} bytes per {fmt.block_values} values), got {got}{hint}"
+        )
+
+    @property
+    def format(self) -> Format:
+        return self._format
+
+    @property
+    def qtype(self) -> str:
+        """The GGUF type of the bytes, e.g. ``"Q4_K"``, fixed at construction."""
+        return self._format.name
+
+    @property
+    def rows(self) -> int:
+        return self["weight"].shape[0]
+
+    @property
+    def dims(self) -> int:
+        """Values per row (input features of a projection, the width of an embedding)."""
+        fmt = self._format
+        return self["weight"].shape[1] // fmt.block_bytes * fmt.block_values
+
+    @property
+    def bits(self) -> Fraction:
+        """For mlx-lm's parameter count (``mlx_lm.utils.get_total_parameters``), which takes
+        ``weight.size * 32 // bits`` values from a quantized module, its weight being ``uint32`` words:
+        here ``32 * block_bytes / block_values``, so that the count is ``rows * dims``. The bits
+        stored per value are a quarter of it (8.5 for Q8_0, 4.5 for Q4_K)."""
+        return Fraction(32 * self._format.block_bytes, self._format.block_values)
+
+    @property
+    def table(self) -> Table:
+        """The current weight as a :class:`Table` (a view: no bytes are copied)."""
+        weight = self["weight"]
+        return Table(weight, self._format, self.dims, weight.shape[0], self._source)
+
+    def _from_table(self, table: Table) -> TableModule:
+        if table.format is not self._format:
+            raise ValueError(f"{self!r} holds {self.qtype} bytes; the table is {table.qtype}")
+        self.weight = table.data
+        self._source = table.source
+        return self

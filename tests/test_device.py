@@ -1,0 +1,144 @@
+"""The GPU backends' plumbing, on the CPU: the table bytes as kernels read them, a launch's checks,
+the head kernels' launches on a stand-in for MLX's kernel registration, and tuning.fixed."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from muser_mlx import Table
+from muser_mlx.backends import BACKENDS, head, tuning
+from muser_mlx.backends.device import KERNEL_ALIGNMENT, DeviceBackend
+from muser_mlx.backends.source import Launch
+
+from conftest import random_table_bytes
+
+
+def _address(a: mx.array) -> int:
+    return np.asarray(a).ctypes.data
+
+
+def _stand_in(calls: list):
+    """MLX's kernel registration, standing in: each built kernel records its calls (name, inputs,
+    grid, output) and returns zeros of the output's shape and dtype."""
+
+    def register():
+        def build(name, **_):
+            def kernel(inputs, grid, threadgroup, output_shapes, output_dtypes):
+                calls.append(dict(name=name, inputs=inputs, grid=grid, shape=output_shapes[0], dtype=output_dtypes[0]))
+                return [mx.zeros(output_shapes[0], output_dtypes[0])]
+
+            return kernel
+
+        return build
+
+    return register
+
+
+@pytest.mark.parametrize("offset", [0, 1, 8])
+def test_kernel_data_copies_a_misaligned_view_once(offset):
+    """A view off a KERNEL_ALIGNMENT boundary is copied (a fresh GPU allocation is aligned; the
+    CPU's need not be, so its address is not checked here), an aligned array is used as it is."""
+    backend = DeviceBackend("metal", _stand_in([]))
+    raw = np.random.default_rng(offset).integers(0, 256, 16 * 288 + offset, dtype=np.uint8)
+    data = mx.array(raw)[offset:].reshape(16, 288)
+    ready = backend.kernel_data(data)
+    assert np.array_equal(np.array(ready), raw[offset:].reshape(16, 288))
+    assert (ready is data) == (_address(data) % KERNEL_ALIGNMENT == 0) and (offset != 1 or ready is not data)
+    assert backend.kernel_data(data) is ready  # prepared once per array
+    del data, ready
+    assert backend._ready == {}  # forgotten with the array
+
+
+def test_kernel_data_takes_a_tracer_as_it_is():
+    """Inside mx.compile an input has no address: it stands for every array the compiled
+    function is called with, so it is neither evaluated nor copied."""
+    backend = DeviceBackend("cuda", _stand_in([]), resident=True)
+    seen = []
+    step = mx.compile(lambda a: seen.append(backend.kernel_data(a) is a) or a + 1)
+    assert np.array_equal(np.array(step(mx.arange(4))), [1, 2, 3, 4]) and seen == [True]
+
+
+def test_a_launch_checks_its_grid_and_a_kernel_its_constants():
+    def launch(defines=(("DIMS", 8),), grid=(32, 1, 1)):
+        return Launch(None, defines, grid, (32, 1, 1), (1, 8), mx.float32)
+
+    assert launch().define("DIMS") == 8
+    with pytest.raises(KeyError, match="VOCAB.*it has DIMS"):
+        launch().define("VOCAB")
+    for grid in ((0, 1, 1), (32, 1)):
+        with pytest.raises(ValueError, match="3 positive sizes"):
+            launch(grid=grid)
+    kernel = DeviceBackend("cuda", _stand_in([]), byte_dots=True).xruns_kernel
+    for defines in ((("dims", 8),), (("DIMS", 8.0),), (("DIMS", True),)):
+        with pytest.raises(ValueError, match="upper-case name and an int"):
+            kernel(launch(defines), [mx.zeros((1, 8))])
+    with pytest.raises(ValueError, match=r"takes 1 inputs \(x\), got 2"):
+        kernel(launch(), [mx.zeros((1, 8)), mx.zeros((1, 8))])
+
+
+@pytest.fixture
+def stand_in_cuda(monkeypatch):
+    """A CUDA backend with matrix units and byte dot products whose kernels are stand-ins."""
+    calls = []
+    monkeypatch.setitem(
+        BACKENDS,
+        "cuda",
+        DeviceBackend("cuda", _stand_in(calls), includes=True, matrix_units=lambda: True, byte_dots=True),
+    )
+    return calls
+
+
+def test_head_kernel_launches(stand_in_cuda):
+    """Each streaming kernel's inputs, grid (a warp per VROWS table rows) and output, as
+    kernels/matvec.h, bytedot.h, xruns.h and mma.h take them."""
+    calls = stand_in_cuda
+    table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), "Q4_K", 1001, 512), "Q4_K", 512)
+    x = mx.zeros((3, 512), mx.float16)
+    rows, vrows, values = tuning.matvec_layout(3, 512)
+    assert head.matvec(table, x, "cuda").shape == (3, 1001)
+    (call,) = calls
+    assert call["grid"] == (-(-1001 // vrows) * 32, 1, 1) and (call["shape"], call["dtype"]) == ((3, 1001), mx.float16)
+    assert [a.dtype for a in call["inputs"]] == [mx.uint8, mx.float16]
+    assert call["name"].startswith(f"muser_matvec_Q4_K_512_1001_{values}_{rows}_{vrows}_float16_uint8_float16_")
+    calls.clear()
+    assert head.bytedot(table, x, "cuda").shape == (3, 1001)
+    runs, logits = calls
+    assert runs["name"].startswith("muser_xruns_512_2_uint32_float16_") and runs["shape"] == (3, 32, 12)
+    assert logits["inputs"][1].shape == (3, 32, 12) and logits["shape"] == (3, 1001)
+    calls.clear()
+    out = head.mma(table, mx.zeros((9, 512), mx.float32), "cuda")
+    (call,) = calls
+    vtiles, xtiles = tuning.mma_layout(9)
+    assert out.shape == (9, 1001) and call["shape"] == (8 * xtiles, 1001)  # whole passes, sliced to n
+    assert [a.shape for a in call["inputs"][1:]] == [(3, 8 * xtiles, 512), (32, 8 * xtiles)]  # 3 bfloat16 parts
+    assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)
+
+
+def test_head_kernels_refuse_what_they_cannot_run(stand_in_cuda):
+    rng = np.random.default_rng(1)
+    q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 5, 256), "Q4_K", 256)
+    f16 = Table.from_bytes(random_table_bytes(rng, "F16", 5, 256), "F16", 256)
+    with pytest.raises(ValueError, match=r"x \[n >= 1, 256\]"):
+        head.matvec(q4k, mx.zeros((2, 255)), "cuda")
+    with pytest.raises(ValueError, match=r"x \[n >= 1, 256\]"):
+        head.matvec(q4k, mx.zeros((0, 256)), "cuda")
+    for kernel in (head.bytedot, head.mma):
+        with pytest.raises(TypeError, match="quantized table"):
+            kernel(f16, mx.zeros((2, 256)), "cuda")
+    with pytest.raises(ValueError, match="GPU backend"):
+        head.matvec(q4k, mx.zeros((2, 256)), "ops")
+    with pytest.raises(ValueError, match="warp matrix multiplies"):
+        head.mma(q4k, mx.zeros((2, 256)), "metal")
+    assert stand_in_cuda == []
+
+
+def test_tuning_fixed_sets_and_restores():
+    before = tuning.TILE_ROWS
+    with pytest.raises(RuntimeError):
+        with tuning.fixed(TILE_ROWS=3, MATVEC_VALUES=8):
+            assert (tuning.TILE_ROWS, tuning.matvec_layout(1, 64)[2]) == (3, 8)
+            raise RuntimeError
+    assert tuning.TILE_ROWS == before and tuning.MATVEC_VALUES == 16
+    with pytest.raises(ValueError, match="no constant TILE_ROW;"):
+        with tuning.fixed(TILE_ROW=3):
+            pass

@@ -1,0 +1,76 @@
+"""mlx_lm-style LoRA on Gemma 3 270M straight off its GGUF file (CPU): the adapters mlx-lm's
+tuner puts on the projections train through the kernels' vjp, the bytes stay frozen, and a few
+steps lower the loss."""
+
+import mlx.core as mx
+import mlx.optimizers as optim
+import numpy as np
+import pytest
+from mlx import nn
+from mlx.utils import tree_flatten
+
+import muser_mlx
+from muser_mlx import FORMATS
+
+pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+from mlx_lm.tuner.lora import LoRALinear
+from mlx_lm.tuner.trainer import default_loss
+from mlx_lm.tuner.utils import linear_to_lora_layers
+
+TEXT = "The muser_mlx package keeps GGUF tensors as bytes and trains adapters through its kernels."
+
+
+def test_a_few_lora_steps_lower_gemmas_loss(gemma_path, tmp_path):
+    if "Q5_0" not in FORMATS:
+        pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
+    model, tokenizer = muser_mlx.load(gemma_path, dtype=mx.float32)
+    model.freeze()
+    linear_to_lora_layers(model, 2, {"rank": 4, "scale": 10.0, "dropout": 0.0})
+    adapted = [m for _, m in model.named_modules() if isinstance(m, LoRALinear)]
+    assert len(adapted) == 2 * 7 and all(isinstance(m.linear, muser_mlx.Linear) for m in adapted)
+    trainable = {k for k, _ in tree_flatten(model.trainable_parameters())}
+    assert trainable and all(k.endswith(("lora_a", "lora_b")) for k in trainable)
+    frozen = np.array(adapted[0].linear.weight)
+
+    batch = mx.array([tokenizer.encode(TEXT)])
+    lengths = mx.array([[1, batch.shape[1] - 1]])
+    loss_and_grad = nn.value_and_grad(model, lambda m: default_loss(m, batch, lengths)[0])
+    optimizer = optim.Adam(learning_rate=3e-4)
+    losses = []
+    for _ in range(3):
+        loss, grads = loss_and_grad(model)
+        optimizer.update(model, grads)
+        mx.eval(model.parameters(), optimizer.state, loss)
+        losses.append(loss.item())
+    losses.append(default_loss(model, batch, lengths)[0].item())
+    assert losses[-1] < losses[0] - 0.05, losses
+    assert np.array_equal(np.array(adapted[0].linear.weight), frozen)
+
+
+def test_compiled_training_step_as_mlx_lms_trainer():
+    """mlx-lm's trainer compiles its step with the model's and optimizer's state as inputs and
+    outputs; through the projections' and the untied head's kernels (tiny-llama, CPU) it trains."""
+    from functools import partial
+
+    from conftest import fixture
+
+    model, tokenizer = muser_mlx.load(fixture("tiny-llama-Q4_K_M.gguf"), dtype=mx.float32)
+    model.freeze()
+    linear_to_lora_layers(model, 1, {"rank": 4, "scale": 10.0, "dropout": 0.0})
+    batch = mx.array([tokenizer.encode("The quick brown fox jumps over the lazy dog.")])
+    lengths = mx.array([[1, batch.shape[1] - 1]])
+    optimizer = optim.Adam(learning_rate=1e-2)
+    loss_and_grad = nn.value_and_grad(model, default_loss)
+    state = [model.state, optimizer.state, mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def step(batch, lengths):
+        (loss, _), grads = loss_and_grad(model, batch, lengths)
+        optimizer.update(model, grads)
+        return loss
+
+    losses = []
+    for _ in range(3):
+        losses.append(step(batch, lengths))
+        mx.eval(state, losses[-1])
+    assert losses[-1].item() < losses[0].item(), [loss.item() for loss in losses]

@@ -1,0 +1,115 @@
+"""The tokenizer built from a GGUF file's tokenizer.ggml.* metadata gives llama.cpp's ids
+(../shared/fixtures/llamacpp/*.json: each string without special-token parsing, each prompt
+with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detokenizer hold it."""
+
+import json
+
+import pytest
+
+from muser_mlx.gguf import open_gguf
+from muser_mlx.lm.tokenizer import (
+    BYTE,
+    CONTROL,
+    NORMAL,
+    USER_DEFINED,
+    Vocab,
+    build_tokenizer,
+    spm_merges,
+    tokenizer_wrapper,
+)
+
+from conftest import FIXTURES, fixture
+
+pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
+LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
+
+
+def llama_cpp(name: str) -> dict:
+    return json.loads(fixture(f"llamacpp/{name}.json").read_text())
+
+
+def check_against_llama_cpp(tok, expected: dict) -> None:
+    tok.encode_special_tokens = True  # llama.cpp's parse_special=false, as the fixtures were made
+    for text, ids in zip(expected["strings"], expected["string_ids"], strict=True):
+        assert tok.encode(text, add_special_tokens=False).ids == ids, text
+    for prompt in expected["prompts"]:
+        assert tok.encode(prompt["text"]).ids == prompt["ids"], prompt["text"]
+
+
+@pytest.mark.parametrize("name", LLAMA_FILES)
+def test_llama_vocabularies_give_llama_cpps_ids(name):
+    with open_gguf(fixture(f"{name}.gguf")) as f:
+        check_against_llama_cpp(build_tokenizer(Vocab.from_gguf(f)), llama_cpp(name))
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_path):
+    """(Vocab, mlx-lm TokenizerWrapper) of Gemma 3 270M."""
+    with open_gguf(gemma_path) as f:
+        vocab = Vocab.from_gguf(f)
+    return vocab, tokenizer_wrapper(vocab)
+
+
+def test_gemma_gives_llama_cpps_ids(gemma):
+    vocab, wrapper = gemma
+    assert vocab.add_space_prefix is False and vocab.bos == 2
+    tok = wrapper._tokenizer.backend_tokenizer.__class__.from_str(wrapper._tokenizer.backend_tokenizer.to_str())
+    check_against_llama_cpp(tok, llama_cpp("gemma-3-270m-q4_k_m"))
+
+
+def test_gemma_in_mlx_lms_wrapper(gemma):
+    gemma_vocab, wrapper = gemma
+    text = "The capital of France is Paris.\n\nnaïve café 🎉"
+    ids = wrapper.encode(text)
+    assert ids[0] == gemma_vocab.bos and wrapper.decode(ids, skip_special_tokens=True) == text
+    detokenizer = wrapper.detokenizer
+    detokenizer.reset()
+    for i in ids[1:]:
+        detokenizer.add_token(i)
+    detokenizer.finalize()
+    assert detokenizer.text == text
+    assert wrapper.encode("<start_of_turn>user")[1] == gemma_vocab.tokens.index(
+        "<start_of_turn>"
+    )  # parsed, as llama.cpp's prompts are
+    assert {gemma_vocab.eos, gemma_vocab.tokens.index("<end_of_turn>")} <= wrapper.eos_token_ids
+
+
+def test_spm_merges_rank_by_the_merged_tokens_score():
+    tokens = ["a", "b", "c", "ab", "bc", "abc"]
+    assert spm_merges(tokens, [0, 0, 0, -2, -1, -3]) == [("b", "c"), ("a", "b"), ("a", "bc"), ("ab", "c")]
+
+
+def synthetic_spm(add_space_prefix: bool) -> Vocab:
+    """Bytes, three control tokens, a user-defined one, some pieces: llama.cpp's layout of a
+    SentencePiece vocabulary."""
+    pieces = ["▁", "h", "i", "▁h", "▁hi", "hi", "<u>"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
+    types = [2, CONTROL, CONTROL] + [BYTE] * 256 + [NORMAL] * 6 + [USER_DEFINED]
+    scores = [0.0] * 259 + [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0]
+    return Vocab("llama", tokens, types, scores, bos=1, eos=2, unk=0, add_space_prefix=add_space_prefix)
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_space_prefix_bytes_and_user_defined_tokens(prefix):
+    vocab = synthetic_spm(prefix)
+    tok = build_tokenizer(vocab)
+    ids = {t: i for i, t in enumerate(vocab.tokens)}
+    got = tok.encode("hi<u>hi é", add_special_tokens=False).ids
+    first = [ids["▁hi"]] if prefix else [ids["hi"]]
+    after_user = [ids["▁hi"]] if prefix else [ids["hi"]]  # llama.cpp: a prefix again after a special token
+    assert got == first + [ids["<u>"]] + after_user + [ids["▁"], ids["<0xC3>"], ids["<0xA9>"]]
+    # llama.cpp's detokenizer drops the prefix's space at the start only
+    assert tok.decode(got) == ("hi<u> hi é" if prefix else "hi<u>hi é")
+
+
+def test_a_file_without_a_vocabulary_is_a_clear_error(tmp_path):
+    import numpy as np
+
+    from conftest import write_gguf
+
+    path = write_gguf(tmp_path / "novocab.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)})
+    with open_gguf(path) as f, pytest.raises(ValueError, match="tokenizer.ggml.model is None"):
+        Vocab.from_gguf(f)
+
+
+assert FIXTURES  # the fixtures folder is configured in conftest
