@@ -24,8 +24,18 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from common import GLIMMER, alternating_medians, copy_bandwidth, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 from muser_mlx import FORMATS, Embedding, Table, as_linear
+
+from common import (
+    GLIMMER,
+    alternating_medians,
+    copy_bandwidth,
+    fresh_ids,
+    markdown,
+    queued_seconds,
+    random_q_bytes,
+    save,
+)
 
 QUEUED = 8
 GATHER_IDS = (4096, 32768)
@@ -47,13 +57,14 @@ def main() -> None:
     copies, measured = [], {}
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        emb = Embedding(table)
+        emb = Embedding.from_table(table)
         mx.eval(table.data)
         copies.append(copy_bandwidth())
         gather = {n: queued_seconds(fresh_ids(vocab, n), emb, args.reps, QUEUED)[0] for n in GATHER_IDS}
-        head = queued_seconds(lambda i: (x,), lambda x: as_linear(table, x), args.reps, QUEUED)[0]
-        one = alternating_medians({"muser": (fresh_ids(vocab, 1), emb), "dense": (fresh_ids(vocab, 1), dense)},
-                                  10 * args.reps)
+        head = queued_seconds(lambda i: (x,), lambda x, t=table: as_linear(t, x), args.reps, QUEUED)[0]
+        one = alternating_medians(
+            {"muser": (fresh_ids(vocab, 1), emb), "dense": (fresh_ids(vocab, 1), dense)}, 10 * args.reps
+        )
         measured[qtype] = (table.row_bytes, table.nbytes, gather, head, one)
         print(qtype, {n: f"{t * 1e6:.1f} us" for n, t in gather.items()}, f"head {head * 1e6:.1f} us", flush=True)
         del emb, table
@@ -61,16 +72,42 @@ def main() -> None:
     rows, runs = [], []
     for qtype, (row_bytes, nbytes, gather, head, one) in measured.items():
         of_copy = {n: n * (row_bytes + 4 * dims) / t / copy for n, t in gather.items()}
-        rows.append([qtype, *(f"{100 * of_copy[n]:.0f}%" for n in GATHER_IDS), f"{100 * nbytes / head / copy:.0f}%",
-                     f"{one['muser'] * 1e6:.1f}", f"{one['dense'] * 1e6:.1f}"])
-        runs.append(dict(name=qtype, gather_seconds=gather, gather_of_copy=of_copy, head_seconds=head,
-                         head_of_copy=nbytes / head / copy, one_id_seconds=one["muser"], one_id_dense_seconds=one["dense"]))
+        rows.append(
+            [
+                qtype,
+                *(f"{100 * of_copy[n]:.0f}%" for n in GATHER_IDS),
+                f"{100 * nbytes / head / copy:.0f}%",
+                f"{one['muser'] * 1e6:.1f}",
+                f"{one['dense'] * 1e6:.1f}",
+            ]
+        )
+        runs.append(
+            dict(
+                name=qtype,
+                gather_seconds=gather,
+                gather_of_copy=of_copy,
+                head_seconds=head,
+                head_of_copy=nbytes / head / copy,
+                one_id_seconds=one["muser"],
+                one_id_dense_seconds=one["dense"],
+            )
+        )
         print(*rows[-1], sep="\t", flush=True)
-    table_md = markdown(["format", *(f"gather {n} ids, of copy" for n in GATHER_IDS), "head 1 row f16, of copy",
-                         "1 id us", "nn.Embedding 1 id us"], rows)
-    table_md += (f"\n\ndims {dims}, vocab {vocab}; queued: {QUEUED} and {2 * QUEUED} calls per evaluation, the "
-                 f"difference / {QUEUED}; copy bandwidth {copy / 1e9:.0f} GB/s, the median of {len(copies)} measurements "
-                 f"({min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f}).\nCommand: `python benchmarks/formats_gpu.py`")
+    table_md = markdown(
+        [
+            "format",
+            *(f"gather {n} ids, of copy" for n in GATHER_IDS),
+            "head 1 row f16, of copy",
+            "1 id us",
+            "nn.Embedding 1 id us",
+        ],
+        rows,
+    )
+    table_md += (
+        f"\n\ndims {dims}, vocab {vocab}; queued: {QUEUED} and {2 * QUEUED} calls per evaluation, the "
+        f"difference / {QUEUED}; copy bandwidth {copy / 1e9:.0f} GB/s, the median of {len(copies)} measurements "
+        f"({min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f}).\nCommand: `python benchmarks/formats_gpu.py`"
+    )
     results = dict(dims=dims, vocab=vocab, copy_bytes_per_s=copy, copy_measurements=copies, runs=runs)
     print(save("formats", f"Every format's gather and head, dims {dims}, vocab {vocab}", table_md, results))
 
