@@ -35,11 +35,12 @@ clang:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null; } || \
 		echo "clang++ not found and not installable here: tests/test_metal_check.py will skip"
 
-$(STAMP): pyproject.toml
+# The install builds the CPU extension (setup.py) from kernels/ and csrc/: a change there rebuilds it.
+$(STAMP): pyproject.toml setup.py CMakeLists.txt $(wildcard csrc/*) $(wildcard kernels/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[test,notebook,lint,lm]"
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info muser_mlx/_cpu*.so

@@ -96,16 +96,24 @@ def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarr
     """uint8 [vocab, row_bytes]: random blocks whose float fields (scales, or the values of the
     float formats) hold finite values drawn like a trained table's."""
     from muser_mlx import FORMATS
+    from muser_mlx.formats import FLOAT_KINDS
 
     fmt = FORMATS[qtype]
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
     scale = 0.02 if fmt.block_values == 1 else 1e-3
-    for off in fmt.float_offsets:
-        values = rng.normal(0, scale, blocks.shape[0]).astype(np.float32)
-        field = {"f16": values.astype(np.float16).view(np.uint16), "f32": values.view(np.uint32),
-                 "bf16": (values.view(np.uint32) >> 16).astype(np.uint16)}[fmt.float_kind]
-        blocks[:, off : off + field.itemsize] = field.view(np.uint8).reshape(-1, field.itemsize)
+    size = FLOAT_KINDS[fmt.float_kind].word.size
+    words = np.stack([blocks[:, off : off + size].copy().view(f"<u{size}")[:, 0] for off in fmt.float_offsets], axis=-1)
+    values = rng.normal(0, scale, fmt.float_fields(words).shape).astype(np.float32)
+    fields = {"f16": lambda: values.astype(np.float16).view(np.uint16), "f32": lambda: values.view(np.uint32),
+              "bf16": lambda: (values.view(np.uint32) >> 16).astype(np.uint16),
+              # E8M0 2^(e - 127) and UE4M3 (exponent bits 3-6, bias 7) near |values|
+              "e8m0": lambda: (127 + np.round(np.log2(np.abs(values) + 1e-30))).astype(np.uint8),
+              "ue4m3": lambda: (np.clip(7 + np.round(np.log2(np.abs(values) + 1e-30)), 1, 14).astype(np.uint8) << 3)
+              | rng.integers(0, 8, values.shape, dtype=np.uint8)}[fmt.float_kind]()
+    words = fmt.spread_float_fields(words, fields)  # a float spread over words (IQ1_M's d) goes back
+    for k, off in enumerate(fmt.float_offsets):
+        blocks[:, off : off + size] = words[:, k : k + 1].view(np.uint8)
     return blocks.reshape(vocab, fmt.row_bytes(dims))
 
 

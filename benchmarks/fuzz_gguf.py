@@ -59,6 +59,7 @@ def worker(seed: int, count: int, scratch: Path) -> None:
     are written to ``scratch/current.gguf``, so the parent can keep what a crash left there."""
     sys.path.insert(0, str(ROOT / "tests"))
     import numpy as np
+
     from gguf_files import check_outcome, mutate, tensor_info_offsets, write_gguf
 
     rng = np.random.default_rng(seed)

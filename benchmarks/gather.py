@@ -17,6 +17,8 @@ timings; the ratios are against the median of those measurements (one measuremen
     python benchmarks/gather.py --formats Q4_K Q6_K   # more formats
     python benchmarks/gather.py --batches 1 64 512    # e.g. on a CPU
     python benchmarks/gather.py --formats Q4_K F16 --dtype float16
+    python benchmarks/gather.py --formats Q4_K IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M \
+        --batches 512 --no-baselines --reps 10 --stem gather_iq     # the grid formats beside Q4_K
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     ap.add_argument("--no-baselines", action="store_true", help="skip mlx.nn.Embedding / QuantizedEmbedding")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"], help="muser_mlx's output")
+    ap.add_argument("--stem", default="gather", help="writes benchmarks/results/<stem>_<cpu|gpu>.{md,json}")
     args = ap.parse_args()
     dims, vocab = args.dims, args.vocab
 
@@ -108,7 +111,7 @@ def main() -> None:
                  "device time per lookup = the difference / "
                  f"{QUEUED}, and host us = graph building per lookup (outside that time).")
     table_md += f"\nmuser_mlx writes {args.dtype} ({dtype.size} B/value); the MLX layers write float16 (2 B/value)."
-    print(save("gather", f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
+    print(save(args.stem, f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
 
 
 if __name__ == "__main__":

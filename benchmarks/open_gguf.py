@@ -101,10 +101,10 @@ def main() -> None:
     ap.add_argument("--skip-gguf-py", action="store_true", help="leave out gguf-py's GGUFReader (15-90 s a run)")
     args = ap.parse_args()
 
+    from muser_mlx.gguf import open_gguf
+
     from conftest import gemma_file
     from gguf_files import strings_file
-
-    from muser_mlx.gguf import open_gguf
 
     gemma = gemma_file()
     with open_gguf(gemma) as f:

@@ -37,21 +37,20 @@ MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCA
   return muser_f32_bits_to_float(r[R::unit]) * (a.scale * dot - a.offset * muser_f32_bits_to_float(r[R::sum]));
 }
 
-template <typename F, int DIMS, int ROWS, int VROWS, int RUNS, int PLANES>
+// dims a multiple of 32 * RUNS (whole units of RUNS runs).
+template <typename F, int ROWS, int VROWS, int RUNS, int PLANES>
 struct ByteLanes {
-  static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
-
-  // x: the records of x's runs, [n, DIMS / 16, XRunRecord<PLANES>::words] words.
+  // x: the records of x's runs, [n, dims / 16, XRunRecord<PLANES>::words] words.
   template <typename TableP, typename XP>
   static MUSER_FN void add(MUSER_LOCAL const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t lane,
-                           MUSER_LOCAL float (*acc)[ROWS]) {
+                           uint32_t dims, MUSER_LOCAL float (*acc)[ROWS]) {
     enum { WORDS = XRunRecord<PLANES>::words };
-    for (uint32_t u = lane; u < uint32_t(DIMS / (x_run_values * RUNS)); u += warp_lanes) {
+    for (uint32_t u = lane; u < dims / (x_run_values * RUNS); u += warp_lanes) {
       const uint32_t i = RUNS == 2 ? 64 * (u / 2) + 16 * (u % 2) : 16 * u;
       uint32_t r[ROWS][RUNS][WORDS];  // rows past n repeat row m0: their logits are never stored
       for (int m = 0; m < ROWS; ++m) {
         for (int q = 0; q < RUNS; ++q) {
-          const uint64_t run = (m0 + (uint32_t(m) < live ? m : 0)) * uint64_t(DIMS / x_run_values) + (i | (32 * q)) / 16;
+          const uint64_t run = (m0 + (uint32_t(m) < live ? m : 0)) * uint64_t(dims / x_run_values) + (i | (32 * q)) / 16;
           bytes_at<4 * WORDS, 16>(reinterpret_cast<const uint8_t*>(x + run * WORDS), r[m][q]);
         }
       }
@@ -71,8 +70,10 @@ struct ByteLanes {
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
-  stream_logits<F, DIMS, VOCAB, ROWS, VROWS, ByteLanes<F, DIMS, ROWS, VROWS, RUNS, PLANES>>(table, x, n_rows, out,
-                                                                                           thread_index, thread_count);
+  static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
+  static_assert(ROWS * VROWS <= warp_lanes, "one lane per logit of a pass");
+  stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>>(table, x, n_rows, out, DIMS, VOCAB,
+                                                                         thread_index, thread_count);
 }
 
 }  // namespace muser

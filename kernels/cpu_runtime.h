@@ -1,5 +1,5 @@
 // Warps on the host (tests only): 32 lanes executed as 32 concurrent threads, so the cross-lane
-// sum of the shared kernel source runs as written. Included by prelude_cpu.h and by the
+// sum of the shared kernel source runs as written. Included by lanes_cpu.h and by the
 // Metal-language shim (muser_bfloat16 lives in bfloat16_cpu.h).
 #pragma once
 #include <chrono>

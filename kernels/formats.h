@@ -8,16 +8,20 @@
 // formats return their values with scale 1, offset 0). decode<F, N> applies it: the gather's
 // float32 values. The LM head instead sums x * lv and applies scale and offset once per run.
 // N is 1, 2, 4, 8 or 16 and i % N == 0, so the N values never straddle a block, a sub-block
-// of 16 values, or a run of same-nibble values (every quantized layout runs in multiples of 16).
+// of 16 values, or a run of same-nibble values (every quantized layout runs in multiples of 16;
+// the two that do not, NVFP4's halves of 8 and TQ1_0's last 16 values in runs of 4, assemble the
+// N values' bytes from their runs inside level_bytes).
 // A quantized format's affine_values (16 or 32) is the length of its runs of one scale and offset.
 // UNIFORM (default false) says that every lane of a warp reads at the same 4-byte alignment (the
 // gather's warps read within one block of a 256-value format), so a 2-byte-aligned load may branch
 // on the alignment without splitting the warp (bytes_at).
 // Arithmetic follows ggml (and gguf-py): scale and offset are ggml's per-run factors, each
-// product is exact in float32 (Q6_K's rounds once, as in ggml), so decode is bit-identical to
-// ggml's float32 dequantization whatever the order or FMA contraction.
+// product is exact in float32 (Q6_K's rounds once, as in ggml; MXFP4's pass float32's range to
+// Inf from exponent 253, as in ggml), so decode is bit-identical to ggml's float32 dequantization
+// whatever the order or FMA contraction. Q4_1's and Q5_1's offset is -m: d * q - (-m) = d * q + m.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16.
+// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16 (and, where it
+// defines MUSER_BYTE_LEVELS, muser_byte_levels).
 #pragma once
 #include "ggml_types.h"
 
@@ -70,12 +74,18 @@ MUSER_FN float byte_level(uint32_t w, int k, float zero) {
 }
 
 // lv[k] = byte_level(byte k of bytes_at's words w, zero) for k < N. The quantized formats first
-// assemble each value's level in its own byte, four values per word op.
+// assemble each value's level in its own byte, four values per word op. A dialect with vector
+// byte-to-float conversions defines MUSER_BYTE_LEVELS and muser_byte_levels<N>, the same exact
+// values (prelude_cpu.h: the CPU extension's AVX2 / NEON).
 template <int N>
 MUSER_FN void byte_levels(MUSER_LOCAL const uint32_t* w, float zero, MUSER_LOCAL float* lv) {
+#ifdef MUSER_BYTE_LEVELS
+  muser_byte_levels<N>(w, zero, lv);
+#else
   for (int k = 0; k < N; ++k) {
     lv[k] = byte_level(w[k / 4], k % 4, zero);
   }
+#endif
 }
 
 struct Affine {

@@ -29,21 +29,29 @@ MUSER_FN uint64_t clamp_id(Id id, uint64_t vocab) {
   return u < vocab ? u : vocab - 1;
 }
 
-template <typename F, int DIMS, int VOCAB, int VALUES, typename TableP, typename IdP, typename OutP>
-MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t group, uint32_t first_row,
-                     uint32_t row_step) {
-  if (group >= DIMS / VALUES) {
+// The gather with its sizes at run time: dims values per row, vocab rows (the CPU extension, one
+// build for every table). gather<> below passes the GPU dialects' compiled-in DIMS and VOCAB.
+template <typename F, int VALUES, typename TableP, typename IdP, typename OutP>
+MUSER_FN void gather_rows(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t dims, uint64_t vocab,
+                          uint32_t group, uint32_t first_row, uint32_t row_step) {
+  if (group >= dims / VALUES) {
     return;
   }
-  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
+  const uint64_t row_bytes = uint64_t(dims / F::block_values) * F::block_bytes;
   // A warp's 32 lanes decode 32 * VALUES consecutive values of one row; where that span divides
   // the block, they all read one block, at one alignment (formats.h: UNIFORM).
   constexpr bool one_block = F::block_values % (32 * VALUES) == 0;
   for (uint32_t row = first_row; row < n_ids; row += row_step) {
     float v[VALUES];
-    decode<F, VALUES, one_block>(table + clamp_id(ids[row], VOCAB) * row_bytes, group * VALUES, v);
-    muser_store<VALUES>(out + uint64_t(row) * DIMS + group * VALUES, v);
+    decode<F, VALUES, one_block>(table + clamp_id(ids[row], vocab) * row_bytes, group * VALUES, v);
+    muser_store<VALUES>(out + uint64_t(row) * dims + group * VALUES, v);
   }
+}
+
+template <typename F, int DIMS, int VOCAB, int VALUES, typename TableP, typename IdP, typename OutP>
+MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t group, uint32_t first_row,
+                     uint32_t row_step) {
+  gather_rows<F, VALUES>(table, ids, n_ids, out, DIMS, VOCAB, group, first_row, row_step);
 }
 
 }  // namespace muser

@@ -1,6 +1,6 @@
 // iq1s_grid: IQ1_S's 2048 grid points of 8 values, 2048 words
 // (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by
-// `python -m muser_mlx.formats.grids`; tests/test_iq_grids.py checks it element by element.
+// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.
 #pragma once
 
 namespace muser {

@@ -1,6 +1,6 @@
 // iq3s_grid: IQ3_S's 512 grid points of 4 values, 512 words
 // (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by
-// `python -m muser_mlx.formats.grids`; tests/test_iq_grids.py checks it element by element.
+// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.
 #pragma once
 
 namespace muser {

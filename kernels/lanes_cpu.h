@@ -1,39 +1,11 @@
-// The CPU dialect's operations for the LM heads, as lanes_cuda.h's, after prelude_cpu.h.
+// The CPU dialect's operations for the LM heads, as lanes_cuda.h's, after prelude_cpu.h, for the
+// tests: a warp is 32 lanes run as 32 threads (cpu_runtime.h), so cross-lane sums and the matrix
+// unit run as the GPUs' do. The extension's threads take lanes_cpu_serial.h instead.
 #pragma once
+#include "cpu_runtime.h"
+#include "lane_ops_cpu.h"
 
-inline uint32_t muser_float_bits(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  return bits;
-}
-
-// As lanes_cuda.h's (PRMT, dp4a), byte by byte.
-inline uint32_t muser_byte_perm(uint32_t a, uint32_t b, uint32_t s) {
-  const uint64_t bytes = uint64_t(b) << 32 | a;
-  uint32_t r = 0;
-  for (int k = 0; k < 4; ++k) {
-    r |= uint32_t(bytes >> (8 * ((s >> (4 * k)) & 7u)) & 255u) << (8 * k);
-  }
-  return r;
-}
-
-template <bool SIGNED>
-inline int muser_dot4(uint32_t a, uint32_t b, int c) {
-  uint32_t d = uint32_t(c);
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t bk = (b >> (8 * k)) & 255u;
-    d += ((a >> (8 * k)) & 255u) * (SIGNED ? uint32_t(int32_t(int8_t(uint8_t(bk)))) : bk);
-  }
-  return int(d);
-}
-
-template <int N, typename X>
-inline void muser_load_x(const X* p, float* v) {
-  for (int k = 0; k < N; ++k) {
-    v[k] = float(p[k]);
-  }
-}
-
+enum { muser_warp_lanes = muser_cpu::warp_lanes };  // kernels/matvec.h: warp_lanes
 inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }
 
 // The matrix unit (kernels/mma.h), emulated: muser_cpu::warp_mma. H is _Float16 or

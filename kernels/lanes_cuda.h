@@ -39,6 +39,8 @@ MUSER_FN void muser_load_x(const X* p, float* v) {
   }
 }
 
+enum { muser_warp_lanes = 32 };  // kernels/matvec.h: warp_lanes
+
 // Sum over the 32 lanes of a warp (all lanes active), every lane gets the result.
 MUSER_FN float muser_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) {

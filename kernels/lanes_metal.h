@@ -9,4 +9,5 @@ inline void muser_load_x(const device X* p, thread float* v) {
   }
 }
 
+enum { muser_warp_lanes = 32 };  // a simdgroup; kernels/matvec.h: warp_lanes
 inline float muser_sum(float v) { return simd_sum(v); }

@@ -1,12 +1,18 @@
-// CPU dialect for the shared kernel source: plain C++17, so tests can execute the exact device
-// arithmetic with the system compiler. half is _Float16 (x86-64 GCC 12+ / Clang 15+); a warp is
-// 32 threads run by muser_cpu::run_warps.
+// CPU dialect for the shared kernel source: plain C++17, so the tests can execute the exact device
+// arithmetic with the system compiler and the extension (csrc/) runs it for real. half is _Float16
+// (x86-64 GCC 12+ / Clang 15+, arm64). A warp is lanes_cpu.h's 32 threads (the tests) or
+// lanes_cpu_serial.h's one lane (the extension).
 #pragma once
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 #include "bfloat16_cpu.h"
-#include "cpu_runtime.h"
 
 #define MUSER_FN inline
 #define MUSER_LOCAL
@@ -48,5 +54,69 @@ template <int N, typename T>
 inline void muser_store(T* dst, const float* v) {
   for (int k = 0; k < N; ++k) {
     dst[k] = static_cast<T>(v[k]);
+  }
+}
+
+// float16 and bfloat16 out, 8 values per vector op on AVX2 (F16C): the same roundings as the
+// scalar casts (to nearest even; bfloat16's NaN 0x7fc0 with the sign, as muser_bfloat16).
+#if defined(__AVX2__) && defined(__F16C__)
+template <int N>
+inline void muser_store(_Float16* dst, const float* v) {
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N; c += 8) {
+      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(v + c), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), h);
+    }
+  } else {
+    for (int k = 0; k < N; ++k) dst[k] = _Float16(v[k]);
+  }
+}
+
+template <int N>
+inline void muser_store(muser_bfloat16* dst, const float* v) {
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N; c += 8) {
+      const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(v + c));
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), odd), 16);
+      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+      const __m256i quiet = _mm256_or_si256(_mm256_set1_epi32(0x7fc0), _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)));
+      const __m256i bits = _mm256_blendv_epi8(rounded, quiet, nan);
+      const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + c), packed);
+    }
+  } else {
+    for (int k = 0; k < N; ++k) dst[k] = muser_bfloat16(v[k]);
+  }
+}
+#endif
+
+// formats.h's byte_levels, 8 values per vector op where the compiler targets AVX2 or NEON (the
+// extension's builds; the tests' harness builds for the baseline and takes the loop): lv[k] =
+// byte k of w - zero, exact (a byte less a zero of 0-128).
+#define MUSER_BYTE_LEVELS
+template <int N>
+inline void muser_byte_levels(const uint32_t* w, float zero, float* lv) {
+#if defined(__AVX2__)
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N / 8; ++c) {
+      const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + 2 * c)));
+      _mm256_storeu_ps(lv + 8 * c, _mm256_sub_ps(_mm256_cvtepi32_ps(bytes), _mm256_set1_ps(zero)));
+    }
+    return;
+  }
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+  if constexpr (N % 8 == 0) {
+    for (int c = 0; c < N / 8; ++c) {
+      const uint16x8_t half = vmovl_u8(vld1_u8(reinterpret_cast<const uint8_t*>(w + 2 * c)));
+      const float32x4_t z = vdupq_n_f32(zero);
+      vst1q_f32(lv + 8 * c, vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_low_u16(half))), z));
+      vst1q_f32(lv + 8 * c + 4, vsubq_f32(vcvtq_f32_u32(vmovl_u16(vget_high_u16(half))), z));
+    }
+    return;
+  }
+#endif
+  for (int k = 0; k < N; ++k) {
+    lv[k] = float(int((w[k / 4] >> (8 * (k % 4))) & 255u)) - zero;
   }
 }

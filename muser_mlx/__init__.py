@@ -1,6 +1,7 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
 from .check import TableReport, check_table
+from .distributed import ShardedEmbedding, shard, shard_embedding
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
@@ -24,5 +25,8 @@ __all__ = [
     "save_gguf",
     "TableReport",
     "check_table",
+    "ShardedEmbedding",
+    "shard_embedding",
+    "shard",
 ]
 __version__ = "0.1.0"

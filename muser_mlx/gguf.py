@@ -7,7 +7,8 @@ renamed or swapped in afterwards is never read (:mod:`muser_mlx.gguf_io`). The h
 once (:mod:`muser_mlx.gguf_header`); tensors and arrays are read on demand from the same
 descriptor, so a file that shrinks underneath ends in ``GGUFError`` (a short read), never in
 SIGBUS as a memory map would. gguf-py supplies the type constants; its ``GGUFReader`` is the
-tests' reference, not used here (it builds a NumPy view per array item: docs/gguf_reader.md).
+tests' reference, not used here (it builds a NumPy view per array item: docs/performance.md,
+"Our own header reader"; docs/gguf_reader.md).
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
     Args:
         table (Table): the quantized table, ``vocab`` rows of width ``dims``.
         x: ``mx.array`` (or array-like) of float32, float16 or bfloat16, last axis ``dims``.
-        backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"`` (see ``embedding``).
+        backend (str): ``"auto"``, ``"metal"``, ``"cuda"``, ``"cpu"`` or ``"ops"`` (see ``embedding``).
     """
-    backend = backends.select(backend)
+    backend = backends.select(backend, table)
     x = mx.array(x) if not isinstance(x, mx.array) else x
     if x.dtype not in X_DTYPES:
         raise TypeError(f"as_linear takes float32, float16 or bfloat16 x, got {x.dtype}")

@@ -20,7 +20,7 @@ def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
     array. The array is evaluated on the CPU stream first (a fresh, contiguous buffer that no
     other array shares) and nothing else sees it until it is filled; a short read raises
     ``GGUFError`` and drops it. Reading into a NumPy array and copying that into MLX would hold
-    the table twice at the peak (benchmarks/open_gguf.py)."""
+    the table twice at the peak (docs/performance.md, "Bytes read into the MLX array")."""
     data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
     mx.eval(data)
     f.read_into(t.name, data)

@@ -10,9 +10,10 @@ import gguf
 import mlx.core as mx
 import numpy as np
 
-from conftest import random_table_bytes, reference
 from muser_mlx import GGUFError, Table, embedding
 from muser_mlx.gguf import ArrayInfo, GGUFFile, open_gguf
+
+from conftest import random_table_bytes, reference
 
 TENSOR = "token_embd.weight"
 

@@ -13,17 +13,27 @@ import tracemalloc
 import gguf
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import random_table_bytes, reference
-from gguf_files import (
-    INTERESTING_U64, TENSOR, RawGGUF, check_outcome, strings_file, kv_offsets, mutate, patch, tensor_info_offsets, write_gguf,
-)
-from muser_mlx import GGUFError, Table, check_table, embedding, gguf_io
-from muser_mlx import memory
+from muser_mlx import GGUFError, Table, check_table, embedding, gguf_io, memory
 from muser_mlx import table as table_module
 from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_values import MAX_INLINE_STRING
+
+from conftest import random_table_bytes, reference
+from gguf_files import (
+    INTERESTING_U64,
+    TENSOR,
+    RawGGUF,
+    check_outcome,
+    kv_offsets,
+    mutate,
+    patch,
+    strings_file,
+    tensor_info_offsets,
+    write_gguf,
+)
 
 
 @pytest.fixture

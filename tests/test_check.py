@@ -57,3 +57,17 @@ def test_report_reads_well():
     assert str(report) == (
         "memory (F16, 3 rows): 1 blocks in 1 rows have NaN or Inf scales\n  rows: 1\n  first row:block: 1:1"
     )
+
+
+def test_fp4_scales():
+    """MXFP4: exactly the blocks whose E8M0 scale is 0xFF; NVFP4: every UE4M3 byte decodes to a
+    finite scale (gguf-py agrees), so no block, whatever its scale bytes."""
+    rng = np.random.default_rng(1)
+    mxfp4 = rng.integers(0, 256, (256, 17), dtype=np.uint8)
+    mxfp4[:, 0] = np.arange(256)
+    report = check_table(Table.from_bytes(mxfp4.reshape(16, -1), "MXFP4", 512))
+    assert report.bad_rows == [15] and report.bad_blocks == [(15, 15)] and report.n_bad_blocks == 1
+    nvfp4 = rng.integers(0, 256, (64, 36), dtype=np.uint8)
+    nvfp4[:, :4] = np.arange(256).reshape(64, 4)
+    assert check_table(Table.from_bytes(nvfp4.reshape(8, -1), "NVFP4", 512)).ok
+    assert np.isfinite(gguf.quants.dequantize(nvfp4, gguf.GGMLQuantizationType.NVFP4)).all()

@@ -101,11 +101,13 @@ def test_fixture_rows_match_gguf_py(name, tensor, qtype, dims, vocab):
 
 @pytest.mark.parametrize("qtype", [q for q in QTYPES if FORMATS[q].quantized])
 def test_llama_cpp_quantized_table_of_every_type(capfd, qtype):
-    """types/<TYPE>.gguf (ggml-quantized, 300 x 512, edge-case rows 0-8): every row on the ops
-    path, the CPU build of the kernel and the generated Metal source equals gguf-py's, which
-    equals ggml's own to_float on these files."""
-    table = Table.from_gguf(fixture(f"types/{qtype}.gguf"))
+    """types/<TYPE>.gguf (ggml-quantized, 300 x 512, edge-case rows 0-8): listed as gatherable
+    (``muser-mlx inspect``'s list); every row on the ops path, the CPU build of the kernel and
+    the generated Metal source equals gguf-py's, which equals ggml's own to_float on these files."""
+    path = fixture(f"types/{qtype}.gguf")
+    table = Table.from_gguf(path)
     assert (table.qtype, table.dims, table.vocab) == (qtype, 512, 300)
+    assert gatherable_tensors(path) == [Gatherable("token_embd.weight", qtype, 512, 300, table.nbytes)]
     expected = gguf.quants.dequantize(np.array(table.data), GGMLQuantizationType[qtype])
     all_ids = np.arange(table.vocab, dtype=np.int32)
     for dtype in (mx.float32, mx.float16, mx.bfloat16):

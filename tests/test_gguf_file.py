@@ -11,12 +11,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf
-from gguf_files import RawGGUF, assert_same_header, patch
 from muser_mlx import Embedding, GGUFError, Table, save_gguf
 from muser_mlx.cli import main
 from muser_mlx.gguf import ArrayInfo, StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_values import MAX_INLINE_STRING
+
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf
+from gguf_files import RawGGUF, assert_same_header, patch
 
 FIXTURE_FILES = ["tiny-llama-Q4_K_M.gguf", "tiny-llama-Q8_0.gguf", "tiny-llama-f16.gguf",
                  "ollama-llama-2-tiny-random.gguf", "types/IQ2_XXS.gguf", "types/MXFP4.gguf"]

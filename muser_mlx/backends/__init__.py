@@ -1,4 +1,5 @@
-"""Where a lookup runs: a GPU kernel (Metal or CUDA) or the portable MLX-ops path.
+"""Where a lookup runs: a GPU kernel (Metal or CUDA), the same kernels on the CPU (the C++
+extension, ``cpu``) or the portable MLX-ops path.
 
 Every backend binds a table and an output dtype, ``bind(table, dtype)``, into a function from
 integer ``ids`` of any shape to a lazy ``ids.shape + (dims,)`` array in ``dtype``
@@ -10,23 +11,26 @@ kernels (``head.py``).
     gather.py   the gather's launch and its compiled small-batch call
     head.py     the LM head's kernels and the choice among them
     device.py   Metal and CUDA: their kernels, capabilities, the table bytes as kernels read them
+    cpu.py      the CPU extension muser_mlx._cpu: the gather and the head as MLX primitives
     ops.py      the portable path in MLX ops
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from functools import cache
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
 
-from . import ops
+from . import cpu, ops
 from .device import CUDA, METAL
 
 if TYPE_CHECKING:
     from ..table import Table
 
-BACKENDS = {"metal": METAL, "cuda": CUDA, "ops": ops}
+BACKENDS = {"metal": METAL, "cuda": CUDA, "cpu": cpu, "ops": ops}
 KERNEL_BACKENDS = ("metal", "cuda")  # those that also run the streamed LM head (head.py)
 _GPU_BACKEND = "metal" if mx.metal.is_available() else "cuda" if mx.cuda.is_available() else None
 _GPU = mx.DeviceType.gpu
@@ -37,17 +41,53 @@ def on_gpu() -> bool:
     return mx.default_device().type is _GPU
 
 
-def select(backend: str = "auto") -> str:
-    """``"auto"``: the GPU kernel when the default device is a GPU that has one, else ``"ops"``."""
+def select(backend: str = "auto", table: Table | None = None) -> str:
+    """``"auto"``: the GPU kernel when the default device is a GPU that has one, else the CPU
+    extension (``"cpu"``), else ``"ops"`` (warning once why). With a ``table``, a format the
+    extension was built without takes ``"ops"`` (``"auto"``, warning once) or raises (``"cpu"``)."""
     if backend == "auto":
-        return _GPU_BACKEND if _GPU_BACKEND and on_gpu() else "ops"
+        if _GPU_BACKEND and on_gpu():
+            return _GPU_BACKEND
+        return "cpu" if _cpu_serves(table) else "ops"
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from auto, {', '.join(BACKENDS)}")
-    if backend != "ops" and backend != _GPU_BACKEND:
+    if backend == "cpu":
+        if reason := cpu.unavailable():
+            raise ValueError(f"backend 'cpu' is not available: {reason}")
+        if table is not None and not cpu.has_format(table):
+            raise ValueError(f"backend 'cpu' has no {table.qtype} kernels: rebuild muser_mlx._cpu (pip install .)")
+    elif backend != "ops" and backend != _GPU_BACKEND:
         raise ValueError(f"backend {backend!r} is not available with this MLX build")
     return backend
 
 
+def _cpu_serves(table: Table | None) -> bool:
+    if _cpu_reason() is not None:
+        return False
+    return table is None or cpu.has_format(table) or _warn_missing_format(table.qtype)
+
+
+@cache
+def _cpu_reason() -> str | None:
+    """Why the CPU extension cannot serve, warned once (None: it can)."""
+    reason = cpu.unavailable()
+    if reason is not None:
+        warnings.warn(f"{reason}: muser_mlx runs MLX ops on the CPU", RuntimeWarning, stacklevel=4)
+    return reason
+
+
+@cache
+def _warn_missing_format(qtype: str) -> bool:
+    warnings.warn(
+        f"muser_mlx._cpu was built without {qtype} kernels: {qtype} runs MLX ops on the CPU (rebuild it: pip install .)",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return False
+
+
 def bind(table: Table, dtype: mx.Dtype, backend: str) -> Callable[[mx.array], mx.array]:
     """``backend``'s gather of ``table`` into ``dtype``: ``ids [...] -> [..., dims]``."""
+    if backend == "cpu" and not cpu.has_format(table):
+        backend = select("auto", table)  # "auto" chose for no table in particular
     return BACKENDS[backend].bind(table, dtype)

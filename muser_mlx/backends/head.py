@@ -6,7 +6,8 @@ that chooses among them for a row count and dtype (:func:`choose`).
   float multiply-adds, any format; ``bytedot`` (kernels/bytedot.h, CUDA, quantized tables): byte
   dot products of levels and x in integers; ``mma`` (kernels/mma.h, CUDA compute capability 8+,
   quantized tables): warp matrix multiplies.
-- ``tiled`` (long x on the GPU: prefill; every x on the ``ops`` backend): ``tuning.TILE_ROWS``
+- ``cpu_matvec`` (the ``cpu`` backend, few rows of x): kernels/matvec.h in the CPU extension.
+- ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): ``tuning.TILE_ROWS``
   vocab rows at a time are dequantized by the backend's gather into x's dtype and multiplied
   with MLX's matmul; at most one tile of floats is alive at a time.
 
@@ -38,6 +39,8 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     """The head kernel for ``rows`` rows of x of ``dtype`` on ``backend`` (docs/performance.md,
     "Head kernel by row count"): ``"mma"``, ``"bytedot"``, ``"matvec"`` or ``"tiled"``, a key of
     :data:`HEADS`."""
+    if backend == "cpu":  # the extension's kernels/matvec.h (cpu.py); measured faster than tiled at 4-16 rows
+        return "cpu_matvec" if rows <= tuning.MATVEC_MAX_ROWS else "tiled"
     if backend not in KERNEL_BACKENDS:
         return "tiled"
     device = BACKENDS[backend]
@@ -202,4 +205,9 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
     return device.mma_kernel(launch, [device.kernel_data(table.data), xh, x_sums])[: x.shape[0]]
 
 
-HEADS = {"mma": mma, "bytedot": bytedot, "matvec": matvec, "tiled": tiled}
+def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/matvec.h in the CPU extension (backends/cpu.py), any format."""
+    return BACKENDS["cpu"].matvec(table, x)
+
+
+HEADS = {"mma": mma, "bytedot": bytedot, "matvec": matvec, "cpu_matvec": cpu_matvec, "tiled": tiled}

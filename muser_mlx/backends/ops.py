@@ -14,6 +14,8 @@ def bind(table, dtype: mx.Dtype):
 
     def gather(ids: mx.array) -> mx.array:
         check_dtype(ids.dtype)
+        if not ids.size:  # no blocks to decode (a decoder's reshape of [0, ...] cannot infer -1)
+            return mx.zeros((*ids.shape, dims), dtype)
         rows = mx.take(data, clamp(ids.reshape(-1), vocab), axis=0)  # uint8 [n, row_bytes]
         blocks = rows.reshape(ids.size * blocks_per_row, fmt.block_bytes)
         return fmt.decode(blocks).reshape(*ids.shape, dims).astype(dtype)

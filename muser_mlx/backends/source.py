@@ -24,11 +24,15 @@ _INCLUDE = re.compile(r'#include "(\w+\.h)"')
 _DEFINE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
-def kernel_header(names: Sequence[str], read: Callable[[str], str]) -> str:
+def kernel_header(names: Sequence[str], read: Callable[[str], str] | None = None) -> str:
     """The kernel source files ``names`` as one header, in order, each ``#include "x.h"`` replaced
     by x.h's text where it first appears (once, as ``#pragma once`` has it), minus ``//``
     comments, blank lines and ``#pragma once``: what a kernel compiles, so it is what names it,
-    and Metal's header (its runtime compiler reads no files). ``read(name)`` gives a file's text."""
+    and Metal's header (its runtime compiler reads no files). ``read(name)`` gives a file's text
+    (default: the file in ``tuning.KERNEL_SOURCES``)."""
+    if read is None:
+        folder = tuning.KERNEL_SOURCES
+        read = lambda name: (folder / name).read_text()  # noqa: E731
     done, lines = set(), []
 
     def add(name: str) -> None:
@@ -119,8 +123,7 @@ class DeviceKernel:
         return (tuning.KERNEL_SOURCES / f"{self.name}.{'metal' if self.dialect == 'metal' else 'cu'}").read_text()
 
     def header(self, fmt: Format | None = None) -> str:
-        folder = tuning.KERNEL_SOURCES
-        return kernel_header(self.files(fmt), lambda name: (folder / name).read_text())
+        return kernel_header(self.files(fmt))
 
     def registered_header(self, fmt: Format | None = None, text: str | None = None) -> str:
         """The header MLX gets: :meth:`header` (``text``, where the caller has read it), or with

@@ -10,7 +10,7 @@ import mlx.core as mx
 from gguf.quants import IQ4_NL
 
 from .base import Format
-from .fields import bit_fields, f16, split
+from .fields import bit_fields, f16, lookup, split
 
 KVALUES_IQ4NL = mx.array(IQ4_NL.kvalues, mx.float32)  # nibble -> level, -127 .. 113
 
@@ -19,7 +19,7 @@ def _decode_iq4_nl(blocks: mx.array) -> mx.array:
     """IQ4_NL block, 18 bytes -> 32 values: bytes 0-1 d (f16), 2-17 qs (value j < 16 the low
     nibble of qs[j], 16 + j the high one, as Q4_0). value = d * kvalues_iq4nl[q]."""
     d, qs = split(blocks, 2, 16)
-    return f16(d)[:, None] * mx.take(KVALUES_IQ4NL, bit_fields(qs, 16, 4))
+    return f16(d)[:, None] * lookup(KVALUES_IQ4NL, bit_fields(qs, 16, 4))
 
 
 def _decode_iq4_xs(blocks: mx.array) -> mx.array:
@@ -34,7 +34,7 @@ def _decode_iq4_xs(blocks: mx.array) -> mx.array:
     d, scales_h, scales_l, qs = split(blocks, 2, 2, 4, 128)
     scale = bit_fields(scales_l, 1, 4) | (bit_fields(scales_h, 1, 2) << 4)  # uint8 [n, 8], 0..63
     dl = f16(d)[:, None] * (scale.astype(mx.int8) - 32).astype(mx.float32)
-    levels = mx.take(KVALUES_IQ4NL, bit_fields(qs, 16, 4)).reshape(n, 8, 32)
+    levels = lookup(KVALUES_IQ4NL, bit_fields(qs, 16, 4)).reshape(n, 8, 32)
     return (dl[:, :, None] * levels).reshape(n, 256)
 
 

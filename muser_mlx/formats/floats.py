@@ -5,7 +5,6 @@ from __future__ import annotations
 import mlx.core as mx
 
 from .base import Format, gguf_py_quantizer
-from .fields import bf16, f16
 
 
 def _decode_f32(blocks: mx.array) -> mx.array:
@@ -14,11 +13,14 @@ def _decode_f32(blocks: mx.array) -> mx.array:
 
 
 def _decode_f16(blocks: mx.array) -> mx.array:
-    return f16(blocks)[:, None]
+    """uint8 [n, 2] -> float32 [n, 1]: the bytes viewed as float16, converted (exact)."""
+    return mx.view(blocks, mx.float16).astype(mx.float32)
 
 
 def _decode_bf16(blocks: mx.array) -> mx.array:
-    return bf16(blocks)[:, None]
+    """uint8 [n, 2] -> float32 [n, 1]: the 16 bits as the top half of the float32 (exact, NaN
+    payloads included)."""
+    return mx.view(mx.view(blocks, mx.uint16).astype(mx.uint32) << 16, mx.float32)
 
 
 FORMATS = (

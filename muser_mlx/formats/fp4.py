@@ -14,7 +14,7 @@ import mlx.core as mx
 from gguf.quants import MXFP4
 
 from .base import Format, gguf_py_quantizer
-from .fields import bit_fields, split
+from .fields import bit_fields, lookup, split
 
 KVALUES_E2M1 = mx.array(MXFP4.kvalues, mx.float32)  # nibble -> 2 * E2M1 value, -12 .. 12
 
@@ -40,7 +40,7 @@ def _decode_mxfp4(blocks: mx.array) -> mx.array:
     """MXFP4 block, 17 bytes -> 32 values: byte 0 e (E8M0), 1-16 qs (value j < 16 the low nibble
     of qs[j], 16 + j the high one). value = 2^(e - 128) * kvalues_mxfp4[q]."""
     e, qs = split(blocks, 1, 16)
-    return e8m0_half(e) * mx.take(KVALUES_E2M1, bit_fields(qs, 16, 4))
+    return e8m0_half(e) * lookup(KVALUES_E2M1, bit_fields(qs, 16, 4))
 
 
 def _decode_nvfp4(blocks: mx.array) -> mx.array:
@@ -49,7 +49,7 @@ def _decode_nvfp4(blocks: mx.array) -> mx.array:
     qs[8s + l], 16s + 8 + l the high one. value = ue4m3_half(d[s]) * kvalues_mxfp4[q]."""
     n = blocks.shape[0]
     d, qs = split(blocks, 4, 32)
-    levels = mx.take(KVALUES_E2M1, bit_fields(qs, 8, 4)).reshape(n, 4, 16)
+    levels = lookup(KVALUES_E2M1, bit_fields(qs, 8, 4)).reshape(n, 4, 16)
     return (ue4m3_half(d)[:, :, None] * levels).reshape(n, 64)
 
 

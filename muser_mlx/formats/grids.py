@@ -3,7 +3,7 @@
 The MLX-ops decoders (iquants.py) take their lookup arrays from here, and the kernels' constant
 arrays, ``kernels/<grid>.h``, are generated here:
 
-    python -m muser_mlx.formats.grids      # writes kernels/iq2xxs_grid.h ... kernels/iq1s_grid.h
+    python -m muser_mlx.formats.write_grids      # writes kernels/iq2xxs_grid.h ... kernels/iq1s_grid.h
 
 A grid is ``entries`` points of 8 values (IQ2, IQ1) or 4 (IQ3), small integers. The kernels'
 words (little-endian uint32):
@@ -16,10 +16,7 @@ words (little-endian uint32):
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
-from importlib.resources import files
-from pathlib import Path
 
 import numpy as np
 from gguf import quants
@@ -68,7 +65,7 @@ class Grid:
         return "\n".join([
             f"// {self.name}: {self.quant.__name__}'s {entries} grid points of {per_entry} values, {words.size} words",
             "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
-            "// `python -m muser_mlx.formats.grids`; tests/test_iq_grids.py checks it element by element.",
+            "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
             "#pragma once",
             "",
             "namespace muser {",
@@ -107,23 +104,3 @@ GRID_OF_FORMAT = {  # format -> the grid its decoders read
 # ksigns_iq2xs: the 8 signs of a group of 8 values from a 7-bit index; bit 7 is the index's
 # parity (a group has an even number of minus signs). Bit k set: value k is negative.
 KSIGNS = np.frombuffer(quants.IQ2_XXS.ksigns, dtype=np.uint8)
-
-
-def write_headers(folder: Path) -> list[Path]:
-    paths = []
-    for grid in GRIDS.values():
-        path = folder / grid.kernel_file
-        path.write_text(grid.header())
-        paths.append(path)
-    return paths
-
-
-def main() -> None:
-    p = argparse.ArgumentParser(description="Write the IQ grids' kernel headers from gguf-py's tables.")
-    p.add_argument("--folder", type=Path, default=Path(str(files("muser_mlx.kernels"))), help="default: kernels/")
-    for path in write_headers(p.parse_args().folder):
-        print(path)
-
-
-if __name__ == "__main__":
-    main()

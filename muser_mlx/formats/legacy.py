@@ -10,7 +10,7 @@ from __future__ import annotations
 import mlx.core as mx
 
 from .base import Format, gguf_py_quantizer
-from .fields import bit_fields, f16, i8, split
+from .fields import bit_fields, f16, i8, little_endian_bits, split
 
 
 def _nibbles(qs: mx.array) -> mx.array:
@@ -21,7 +21,7 @@ def _nibbles(qs: mx.array) -> mx.array:
 def _five_bits(qh: mx.array, qs: mx.array) -> mx.array:
     """qh uint8 [n, 4], qs uint8 [n, 16] -> 5-bit levels uint8 [n, 32]: bit j of qh (byte j // 8,
     bit j % 8) above the nibble."""
-    return _nibbles(qs) | (bit_fields(qh, 1, 1) << 4)
+    return _nibbles(qs) | (little_endian_bits(qh) * 16)
 
 
 def _decode_q4_0(blocks: mx.array) -> mx.array:

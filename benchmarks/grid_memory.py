@@ -1,0 +1,111 @@
+"""Where the IQ grids live on CUDA: constant memory (``__constant__``) against global memory read
+through L1 (``__device__``), prelude_cuda.h's MUSER_CONSTANT, the same decoders alternating in one
+process at the Glimmer shape (dims 6,656, vocab 202,048) against the copy bandwidth of the same run.
+CUDA only.
+
+In the gather the 32 lanes of a warp read 32 unrelated grid points: constant memory serves one
+address at a time, global memory one cache line. Per grid format: lookups of 4,096 and 32,768
+ids queued (common.queued_seconds; table rows read + float32 written), and the LM head on the
+table's bytes: byte dot products at 1 row of float16 x, the matrix units at 16. Each round checks
+that both give the same output. Shared memory would need every kernel to fill it and wait at a
+barrier before its first early return, an entry hook in each kernel, not a prelude spelling.
+
+    python benchmarks/grid_memory.py                        # every grid format
+    python benchmarks/grid_memory.py --formats IQ2_XXS IQ1_S --rounds 3
+
+Prints each round and writes benchmarks/results/grid_memory_gpu.{md,json} (medians over rounds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+from pathlib import Path
+
+import mlx.core as mx
+from muser_mlx import Embedding, Table
+from muser_mlx.backends import kernel as K
+from muser_mlx.formats.grids import GRID_OF_FORMAT
+
+from common import (
+    GLIMMER,
+    copy_bandwidth,
+    fresh_ids,
+    markdown,
+    queued_seconds,
+    random_q_bytes,
+    save,
+)
+from kernel_ab import use
+
+SPACES = {"constant": "__constant__ const", "global": "__device__ const"}  # MUSER_CONSTANT's spellings
+DEFINE = re.compile(r"^#define MUSER_CONSTANT .*$", re.MULTILINE)
+
+
+def folder(spelling: str) -> Path:
+    """A copy of the kernel files with prelude_cuda.h's MUSER_CONSTANT spelled ``spelling``."""
+    out = Path(tempfile.mkdtemp(prefix="grid_memory_"))
+    for path in (p for p in K.KERNELS.iterdir() if p.is_file()):
+        text = path.read_text()
+        if path.name == "prelude_cuda.h":
+            text, count = DEFINE.subn(f"#define MUSER_CONSTANT {spelling}", text)
+            assert count == 1, "prelude_cuda.h defines MUSER_CONSTANT once"
+        (out / path.name).write_text(text)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--formats", nargs="+", default=list(GRID_OF_FORMAT))
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--reps", type=int, default=12)
+    args = p.parse_args()
+    dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
+    folders = {name: folder(spelling) for name, spelling in SPACES.items()}
+    copy = copy_bandwidth()
+    print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
+    times: dict[tuple[str, str, str], list[float]] = {}
+    moved: dict[tuple[str, str], int] = {}
+    for qtype in args.formats:
+        table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        mx.eval(table.data)
+        cases = {f"gather n={n}": (lambda table=table: Embedding(table), fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims))
+                 for n in (4096, 32768)}
+        for head, rows in (("bytedot", 1), ("mma", 16)):
+            def make_x(i, rows=rows):
+                return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
+
+            cases[f"{head} rows={rows}"] = (lambda head=head, table=table: lambda x: getattr(K.CUDA, head)(table, x), make_x,
+                                            table.nbytes)
+        for case, (make_call, make_args, nbytes) in cases.items():
+            moved[qtype, case] = nbytes
+            ref = None
+            for _ in range(args.rounds):
+                for space, directory in folders.items():
+                    use(directory)
+                    call = make_call()
+                    out = call(*make_args(0))
+                    same = ref is None or bool(mx.array_equal(out, ref))
+                    ref = out if ref is None else ref
+                    seconds = queued_seconds(make_args, call, args.reps, 16)[0]
+                    times.setdefault((qtype, case, space), []).append(seconds)
+                    print(f"{qtype} {case} {space}: {seconds * 1e6:.1f} us "
+                          f"({100 * nbytes / seconds / copy:.0f}% of copy) same={same}", flush=True)
+    use(K.KERNELS)
+    rows, runs = [], []
+    for (qtype, case), nbytes in moved.items():
+        medians = {space: statistics.median(times[qtype, case, space]) for space in SPACES}
+        runs.append({"format": qtype, "case": case, "bytes": nbytes, "seconds": medians})
+        rows.append([qtype, case, *(f"{medians[s] * 1e6:.1f} ({100 * nbytes / medians[s] / copy:.0f}%)" for s in SPACES),
+                     f"{medians['constant'] / medians['global']:.2f}"])
+    md = markdown(["format", "call", *(f"{s} us (of copy)" for s in SPACES), "constant / global"], rows)
+    md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s. Queued calls (common.queued_seconds, 16 and 32 per "
+           f"evaluation), the median of {args.rounds} alternating rounds; constant = `{SPACES['constant']}`, "
+           f"global = `{SPACES['global']}`.")
+    print(save("grid_memory", "IQ grids in CUDA constant or global memory", md, {"copy_bytes_per_s": copy, "runs": runs}))
+
+
+if __name__ == "__main__":
+    main()

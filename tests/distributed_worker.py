@@ -1,0 +1,240 @@
+"""One member of a vocab-parallel run (tests/test_distributed.py launches it with ``mlx.launch``):
+measures the sharded modules against the unsharded ones and gguf-py, and writes its report,
+``OUT/rank<r>.json``. Every member builds the same tables and inputs from the same seeds.
+
+    mlx.launch -n 2 --backend ring -- python tests/distributed_worker.py --out OUT
+    mlx.launch -n 2 --backend nccl -- python tests/distributed_worker.py --out OUT --device gpu --backend nccl
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+
+from muser_mlx import Embedding, ShardedEmbedding, Table, shard, shard_embedding
+
+from conftest import random_table_bytes, reference
+
+# (qtype, vocab, dims): vocabularies not divisible by 2 or 3 (1003, 1001, 301, 257), by 3 only
+# (100) and by both (300)
+CASES = [
+    ("Q4_K", 1003, 256),
+    ("Q6_K", 301, 256),
+    ("Q8_0", 1001, 64),
+    ("Q5_K", 257, 256),
+    ("Q4_0", 300, 64),
+    ("F16", 100, 32),
+]
+MEMORY_CASE = ("Q4_K", 20003, 512)  # 5.8 MB of bytes: allocations of a few KB are noise beside it
+DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
+
+
+def bits(a: mx.array) -> np.ndarray:
+    return np.array(mx.view(a, mx.uint32 if a.dtype == mx.float32 else mx.uint16))
+
+
+def same_bits(a: mx.array, b: mx.array) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
+
+
+def relative(got: mx.array, want: mx.array) -> float:
+    """max |got - want| / max |want| over each row (last axis), the worst row."""
+    got, want = (np.array(a.astype(mx.float32)).astype(np.float64) for a in (got, want))
+    assert got.shape == want.shape, (got.shape, want.shape)
+    scale = np.abs(want).max(axis=-1, keepdims=True)
+    return float((np.abs(got - want) / np.where(scale > 0, scale, 1)).max())
+
+
+def error_of(fn) -> str | None:
+    try:
+        mx.eval(fn())
+    except (IndexError, TypeError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def memory(group) -> dict:
+    """MLX's active memory held by the unsharded module and, after it is dropped, the sharded one."""
+    qtype, vocab, dims = MEMORY_CASE
+    data = random_table_bytes(np.random.default_rng(1), qtype, vocab, dims)
+    gc.collect()
+    base = mx.get_active_memory()
+    full = Embedding(Table.from_bytes(data, qtype, dims))
+    mx.eval(full.weight)
+    full_bytes = mx.get_active_memory() - base
+    sharded = shard_embedding(full, group)
+    mx.eval(sharded.weight)
+    del full
+    gc.collect()
+    return {
+        "table_bytes": int(data.nbytes),
+        "full_active": full_bytes,
+        "sharded_active": mx.get_active_memory() - base,
+        "sharded_weight_bytes": int(sharded.weight.nbytes),
+        "rows": [sharded.start, sharded.stop],
+    }
+
+
+def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -> dict:
+    vocab, qtype = full.num_embeddings, full.qtype
+    ids = {
+        "all": mx.arange(vocab, dtype=mx.int32),
+        "random": mx.array(rng.integers(0, vocab, (3, 17)).astype(np.int64)),
+        "clamped": mx.array(np.array([-1, vocab, vocab + 5, 2**31 - 1, 0, vocab - 1], np.int32)),
+        "scalar": mx.array(vocab // 2, mx.uint16),
+    }
+    report = {}
+    for name, dtype in DTYPES.items():
+        f, s = Embedding(full.table, dtype), shard_embedding(Embedding(full.table, dtype), sharded.group)
+        report[f"bits_{name}"] = all(same_bits(s(i), f(i)) for i in ids.values())
+    report["bits_host_ids"] = same_bits(sharded([[1, 2], [vocab - 1, 0]]), full([[1, 2], [vocab - 1, 0]]))
+    report["reference_bits"] = all(
+        same_bits(sharded(i), mx.array(reference(data, qtype, np.array(i)))) for i in ids.values()
+    )
+    compiled = mx.compile(lambda i: sharded(i))
+    report["compiled_bits"] = all(same_bits(compiled(i), full(i)) for i in ids.values())
+    counts = [sharded.lookup_with_count(ids["clamped"])[1].item(), full.lookup_with_count(ids["clamped"])[1].item()]
+    report["counts"] = counts
+    raising = [Embedding(full.table, on_out_of_range="raise")]
+    raising.append(shard_embedding(raising[0], sharded.group))
+    report["errors"] = {
+        "host_id": [error_of(lambda m=m: m([0, vocab])) for m in (sharded, full)],
+        "device_id_raise": [error_of(lambda m=m: m(mx.array([3, vocab]))) for m in reversed(raising)],
+        "float_ids": [error_of(lambda m=m: m(mx.array([1.0]))) for m in (sharded, full)],
+    }
+    return report
+
+
+def sharded_argmax(embed: ShardedEmbedding, h: mx.array) -> mx.array:
+    """Greedy tokens from each member's slice of the logits, no logits gathered (docs/distributed.md):
+    the largest logit over the group, and among the members that hold it the smallest token id."""
+    local = embed.as_linear(h, sharded=True)  # [..., stop - start]
+    best = local.max(axis=-1)
+    token = embed.start + mx.argmax(local, axis=-1).astype(mx.int32)
+    top = mx.distributed.all_max(best, group=embed.group)
+    return mx.distributed.all_min(mx.where(best == top, token, embed.num_embeddings), group=embed.group)
+
+
+def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
+    vocab, dims, start, stop = full.num_embeddings, full.dims, sharded.start, sharded.stop
+    xs = [mx.array(rng.standard_normal(shape).astype(np.float32)) for shape in ((5, dims), (dims,), (2, 3, dims))]
+    report = {
+        "rel": max(relative(sharded.as_linear(x), full.as_linear(x)) for x in xs),
+        "slice_rel": max(relative(sharded.as_linear(x, sharded=True), full.as_linear(x)[..., start:stop]) for x in xs),
+        "compiled_rel": relative(mx.compile(sharded.as_linear)(xs[0]), full.as_linear(xs[0])),
+        "shape": list(sharded.as_linear(xs[2]).shape),
+    }
+    report["argmax_equal"] = all(
+        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1)))
+        for x in xs
+    )
+    x, c = xs[0], mx.array(rng.standard_normal((5, vocab)).astype(np.float32))
+
+    def loss(module, sliced=False):
+        if sliced:
+            return lambda x: (module.as_linear(x, sharded=True) * c[:, start:stop]).sum()
+        return lambda x: (module.as_linear(x) * c).sum()
+
+    want = mx.grad(loss(full))(x)
+    report["grad_rel"] = relative(mx.grad(loss(sharded))(x), want)
+    report["grad_slice_rel"] = relative(mx.grad(loss(sharded, sliced=True))(x), want)
+    report["compiled_grad_rel"] = relative(mx.compile(mx.grad(loss(sharded)))(x), want)
+    y = x.astype(mx.bfloat16)  # (float16 logits of random scales overflow)
+    report["rel_bfloat16"] = relative(sharded.as_linear(y), full.as_linear(y))
+    return report
+
+
+def case(qtype: str, vocab: int, dims: int, group) -> dict:
+    rng = np.random.default_rng(vocab * 7 + dims)
+    data = random_table_bytes(rng, qtype, vocab, dims)
+    full = Embedding(Table.from_bytes(data, qtype, dims))
+    sharded = shard_embedding(full, group)
+    return {
+        "case": f"{qtype} {vocab}x{dims}",
+        "vocab": vocab,
+        "rows": [sharded.start, sharded.stop],
+        "weight_shape": list(sharded.weight.shape),
+        "weight_equal": bool(np.array_equal(np.array(sharded.weight), data[sharded.start : sharded.stop])),
+        "lookup": lookups(full, sharded, data, rng),
+        "head": head(full, sharded, rng),
+    }
+
+
+def mlx_lm_model(group) -> dict | None:
+    """A tied llama model of mlx-lm with a Q4_K muser_mlx embedding: its logits and greedy tokens
+    with the embedding and head sharded (``muser_mlx.shard``), and also the layers
+    (mlx-lm's ``model.shard``), against the unsharded model's."""
+    try:
+        from mlx_lm.models import llama
+        from mlx_lm.models.cache import make_prompt_cache
+    except ImportError:
+        return None
+    from muser_mlx import quantize_embeddings
+
+    args = llama.ModelArgs(
+        model_type="llama",
+        hidden_size=256,
+        num_hidden_layers=2,
+        intermediate_size=384,
+        num_attention_heads=6,
+        num_key_value_heads=6,
+        head_dim=32,
+        rms_norm_eps=1e-5,
+        vocab_size=1001,
+        tie_word_embeddings=True,
+    )
+
+    def build():
+        mx.random.seed(0)
+        model = llama.Model(args)
+        quantize_embeddings(model, "Q4_K")
+        mx.eval(model.parameters())
+        return model
+
+    def greedy(model, steps=4):
+        cache, tokens = make_prompt_cache(model), []
+        logits = model(prompt[None], cache=cache)
+        for _ in range(steps):
+            tokens.append(mx.argmax(logits[0, -1]).item())
+            logits = model(mx.array([[tokens[-1]]]), cache=cache)
+        return tokens
+
+    prompt = mx.array([1, 17, 400, 999, 3])
+    model = build()
+    want_logits, want_tokens = model(prompt[None]), greedy(model)
+    report = {}
+    for name, layers in (("embedding_head", False), ("with_layers", True)):
+        model = shard(build(), group)
+        if layers:
+            model.shard(group)
+        report[name] = {
+            "sharded": type(model.model.embed_tokens).__name__,
+            "rel": relative(model(prompt[None]), want_logits),
+            "greedy_equal": greedy(model) == want_tokens,
+        }
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--backend", default="ring")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    args = parser.parse_args()
+    mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
+    group = mx.distributed.init(strict=True, backend=args.backend)
+    report = {"rank": group.rank(), "size": group.size(), "device": args.device, "memory": memory(group)}
+    report["cases"] = [case(*c, group) for c in CASES]
+    report["mlx_lm"] = mlx_lm_model(group)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"rank{group.rank()}.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
