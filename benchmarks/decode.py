@@ -208,7 +208,7 @@ def main() -> None:
     print(table)
     data["backend"] = backends.select("auto")
     title = f"Decode and prefill: {args.model}, {args.dtype}, muser_mlx backend {data['backend']}"
-    path = save(f"decode_{args.model}", title, table, data)
+    path = save(f"decode_{args.model}_{args.dtype}", title, table, data)
     print(f"saved {path}")
 
 
