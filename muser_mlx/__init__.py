@@ -1,7 +1,7 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
 from .check import TableReport, check_table
-from .distributed import ShardedEmbedding, shard, shard_embedding
+from .distributed import ShardedEmbedding, ShardedLinear, shard, shard_embedding, shard_linear
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
@@ -28,5 +28,7 @@ __all__ = [
     "ShardedEmbedding",
     "shard_embedding",
     "shard",
+    "ShardedLinear",
+    "shard_linear",
 ]
 __version__ = "0.1.0"

@@ -1,14 +1,15 @@
 """Vocab-parallel embedding and LM head over ``mx.distributed``.
 
-Member ``r`` of a group of ``N`` keeps rows ``[r * R, min((r + 1) * R, vocab))`` of the table,
-``R = ceil(vocab / N)``, as the GGUF bytes they are (a slice of the ``uint8`` rows: nothing
-dequantized, nothing padded). Every member is given the same ids and the same x.
+Member ``r`` of a group of ``N`` keeps rows ``[r * R, min((r + 1) * R, rows))`` of the table
+(of an embedding: tokens; of a projection: output features), ``R = ceil(rows / N)``, as the GGUF
+bytes they are (a slice of the ``uint8`` rows: nothing dequantized, nothing padded). Every member
+is given the same ids and the same x.
 
 - A lookup gathers the ids that fall in the member's rows, ``-0.0`` for the others, and sums
   over the group: each row comes from exactly one member, and ``-0.0`` is the exact additive
   identity (``-0.0 + -0.0 = -0.0``, ``-0.0 + v = v``), so the rows are bit-identical to the
   unsharded lookup's, negative zeros included (``+0.0`` would turn them positive).
-- The head computes the member's ``R`` columns of the logits and gathers them (padded to ``R``
+- A head computes the member's ``R`` columns of the logits and gathers them (padded to ``R``
   columns in the logits, not the bytes); the gradient with respect to x is the sum over the
   group of each member's ``g[:, rows] @ W[rows]``.
 """
@@ -21,42 +22,41 @@ from mlx.nn.layers.distributed import sum_gradients
 from mlx.utils import tree_map_with_path
 
 from . import backends
-from .embedding import Embedding, _check_dtype, embedding
-from .formats import get_format
+from .embedding import Embedding, _check_dtype, gather_for
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
-from .linear import as_linear
-from .table import Table
+from .linear import Linear, as_linear
+from .quantized import TableModule
 
 
-def vocab_rows(vocab: int, group: mx.distributed.Group) -> tuple[int, int]:
-    """``(start, stop)``: the rows member ``group.rank()`` keeps of a ``vocab``-row table.
+def vocab_rows(rows: int, group: mx.distributed.Group) -> tuple[int, int]:
+    """``(start, stop)``: the rows member ``group.rank()`` keeps of a table of ``rows`` rows.
 
-    Raises ``ValueError`` when the split leaves some member no rows (``vocab`` at most
-    ``ceil(vocab / N) * (N - 1)``)."""
+    Raises ``ValueError`` when the split leaves some member no rows (``rows`` at most
+    ``ceil(rows / N) * (N - 1)``)."""
     size, rank = group.size(), group.rank()
-    per_member = -(-vocab // size)
-    if per_member * (size - 1) >= vocab:
+    per_member = -(-rows // size)
+    if per_member * (size - 1) >= rows:
         raise ValueError(
-            f"a vocabulary of {vocab} rows cannot be split over {size} members: "
+            f"a vocabulary of {rows} rows cannot be split over {size} members: "
             f"{per_member} rows each leave the last member none"
         )
-    return rank * per_member, min((rank + 1) * per_member, vocab)
+    return rank * per_member, min((rank + 1) * per_member, rows)
 
 
-def gather_columns(local: mx.array, vocab: int, group: mx.distributed.Group) -> mx.array:
-    """Every member's ``local [..., rows]`` columns (``rows`` from :func:`vocab_rows`), in rank
-    order: ``[..., vocab]``. ``all_gather`` stacks along the first axis, so each member sends its
-    columns padded to ``ceil(vocab / N)`` as one row, and the stack is reordered."""
+def gather_columns(local: mx.array, rows: int, group: mx.distributed.Group) -> mx.array:
+    """Every member's ``local [..., stop - start]`` columns (from :func:`vocab_rows`), in rank
+    order: ``[..., rows]``. ``all_gather`` stacks along the first axis, so each member sends its
+    columns padded to ``ceil(rows / N)`` as one row, and the stack is reordered."""
     size = group.size()
-    width = -(-vocab // size)
+    width = -(-rows // size)
     lead = local.shape[:-1]
-    flat = local.reshape(-1, local.shape[-1])  # [n, rows]
+    flat = local.reshape(-1, local.shape[-1])  # [n, stop - start]
     if flat.shape[1] < width:
         flat = mx.pad(flat, [(0, 0), (0, width - flat.shape[1])])
     n = flat.shape[0]
     stacked = mx.distributed.all_gather(flat.reshape(1, n * width), group=group)  # [N, n * width]
     full = stacked.reshape(size, n, width).swapaxes(0, 1).reshape(n, size * width)
-    return full[:, :vocab].reshape(*lead, vocab)
+    return full[:, :rows].reshape(*lead, rows)
 
 
 def negative_zero(dtype: mx.Dtype) -> mx.array:
@@ -66,23 +66,61 @@ def negative_zero(dtype: mx.Dtype) -> mx.array:
     return sign.view(dtype)
 
 
-class ShardedEmbedding(nn.Module):
+def _check_type(module, kind: type) -> None:
+    if not isinstance(module, kind):
+        raise TypeError(f"expected a muser_mlx.{kind.__name__}, got {type(module).__name__}")
+
+
+class _MemberRows(TableModule):
+    """A :class:`TableModule` holding member ``group.rank()``'s rows ``[start, stop)`` of a table
+    of ``total`` rows; a weight put in later (``update``, ``load_weights``) keeps their count."""
+
+    def __init__(self, total: int, dims: int, qtype: str, group: mx.distributed.Group | None):
+        group = group or mx.distributed.init()
+        start, stop = vocab_rows(total, group)
+        super().__init__(stop - start, dims, qtype)
+        self.group, self._start, self._stop, self._total = group, start, stop, total
+
+    def __setitem__(self, key, value):
+        if key == "weight" and "weight" in self and getattr(value, "shape", (None,))[0] != self.rows:
+            raise ValueError(
+                f"{self!r}: member {self.group.rank()} holds rows [{self._start}, {self._stop}) of "
+                f"{self._total}: weight must have {self.rows} rows, got {list(getattr(value, 'shape', []))}"
+            )
+        super().__setitem__(key, value)
+
+    @property
+    def start(self) -> int:
+        """The first row (token id, output feature) this member holds."""
+        return self._start
+
+    @property
+    def stop(self) -> int:
+        """One past the last row this member holds."""
+        return self._stop
+
+    def _logits(self, x, sharded: bool) -> mx.array:
+        """``x [..., dims]`` -> this member's columns ``[..., stop - start]``, or with ``sharded``
+        False every member's, ``[..., total]``; x's gradient summed over the group."""
+        x = mx.array(x) if not isinstance(x, mx.array) else x
+        local = as_linear(self.table, sum_gradients(self.group)(x), backend=self._backend)
+        if "bias" in self:
+            local = local + self["bias"]
+        return local if sharded else gather_columns(local, self._total, self.group)
+
+    def _members(self) -> str:
+        return f"rows=[{self._start}, {self._stop}) of {self.group.size()} members"
+
+
+class ShardedEmbedding(_MemberRows):
     """An :class:`Embedding` split by vocabulary over ``group``: ``weight`` is this member's rows
-    ``[start, stop)`` of the table's bytes, ``uint8 [stop - start, row_bytes]``, and is frozen.
+    ``[start, stop)`` of the table's bytes, ``uint8 [stop - start, row_bytes]``, frozen.
 
-    Called on ids of the whole vocabulary, it returns the rows of the unsharded module bit for
-    bit, on every member. ``as_linear`` is the tied head. Make one with :func:`shard_embedding`;
-    the constructor builds a zero table of this member's byte shape (for a model's ``__init__``).
-
-    Args:
-        num_embeddings (int): the whole vocabulary.
-        dims (int): the row width.
-        qtype (str): the GGUF type of the rows, e.g. ``"Q4_K"``.
-        dtype (mx.Dtype): output dtype, as for :class:`Embedding`.
-        on_out_of_range (str): ``"clamp"`` or ``"raise"``, as for :class:`Embedding`, against the
-            whole vocabulary.
-        backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
-        group (mx.distributed.Group): the members; ``None`` is ``mx.distributed.init()``.
+    Called on ids of the whole vocabulary it returns the unsharded module's rows bit for bit, on
+    every member; :meth:`as_linear` is the tied head. :func:`shard_embedding` makes one from an
+    :class:`Embedding`; the constructor holds a zero table of this member's byte shape (for a
+    model's ``__init__``). The arguments are :class:`Embedding`'s (``num_embeddings`` the whole
+    vocabulary, ids checked against it) and ``group`` (default ``mx.distributed.init()``).
     """
 
     def __init__(
@@ -95,72 +133,40 @@ class ShardedEmbedding(nn.Module):
         backend: str = "auto",
         group: mx.distributed.Group | None = None,
     ):
-        super().__init__()
+        _check_dtype(dtype)
         if on_out_of_range not in ("clamp", "raise"):
             raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
-        self.group = group or mx.distributed.init()
-        self._start, self._stop = vocab_rows(num_embeddings, self.group)
-        self._vocab, self._dims, self._qtype = num_embeddings, dims, qtype
-        self._dtype, self._backend, self._clamp = dtype, backend, on_out_of_range == "clamp"
-        _check_dtype(dtype)
         backends.select(backend)
-        zeros = mx.zeros((self._stop - self._start, get_format(qtype).row_bytes(dims)), mx.uint8)
-        table = Table.from_bytes(zeros, qtype, dims)
-        object.__setattr__(self, "_table", table)  # a plain attribute, not a child
-        self.weight = table.data
+        super().__init__(num_embeddings, dims, qtype, group)
+        self._backend, self._clamp = backend, on_out_of_range == "clamp"
+        self["dtype"] = mx.zeros((0,), dtype)  # as Embedding's: Module.set_dtype sets it
         self.freeze()
 
     @classmethod
     def from_embedding(cls, module: Embedding, group: mx.distributed.Group | None = None) -> ShardedEmbedding:
         """This member's rows of ``module``'s table, copied (the whole table can then be freed)."""
-        if not isinstance(module, Embedding):
-            raise TypeError(f"from_embedding takes a muser_mlx.Embedding, got {type(module).__name__}")
-        table = module.table
-        sharded = cls(table.vocab, table.dims, table.qtype, module.dtype, module.on_out_of_range, module.backend, group)
-        sharded.weight = mx.contiguous(table.data[sharded.start : sharded.stop])  # a copy, not a view
+        _check_type(module, Embedding)
+        sharded = cls(
+            module.num_embeddings,
+            module.dims,
+            module.qtype,
+            module.dtype,
+            module.on_out_of_range,
+            module.backend,
+            group,
+        )
+        sharded.weight = mx.contiguous(module["weight"][sharded.start : sharded.stop])  # a copy, not a view
         return sharded
 
     @property
-    def table(self) -> Table:
-        """This member's rows as a :class:`Table` (``vocab`` = ``stop - start``), remade when
-        ``weight`` is replaced."""
-        t = self._table
-        if self["weight"] is not t.data:
-            t = Table.from_bytes(self.weight, self._qtype, self._dims)
-            if t.vocab != self._stop - self._start:
-                raise ValueError(
-                    f"member {self.group.rank()} holds rows [{self._start}, {self._stop}) of the table: "
-                    f"weight must have {self._stop - self._start} rows, got {t.vocab}"
-                )
-            object.__setattr__(self, "_table", t)
-            self.weight = t.data
-        return t
-
-    @property
-    def start(self) -> int:
-        """The first row (token id) this member holds."""
-        return self._start
-
-    @property
-    def stop(self) -> int:
-        """One past the last row this member holds."""
-        return self._stop
-
-    @property
     def num_embeddings(self) -> int:
-        return self._vocab
-
-    @property
-    def dims(self) -> int:
-        return self._dims
-
-    @property
-    def qtype(self) -> str:
-        return self._qtype
+        """The whole vocabulary."""
+        return self._total
 
     @property
     def dtype(self) -> mx.Dtype:
-        return self._dtype
+        """The output dtype (``Module.set_dtype`` changes it)."""
+        return self["dtype"].dtype
 
     @property
     def on_out_of_range(self) -> str:
@@ -172,40 +178,94 @@ class ShardedEmbedding(nn.Module):
 
     def _ids(self, x) -> mx.array:
         """Ids of the whole vocabulary as ``uint32``: host ids checked, an ``mx.array`` checked
-        (``"raise"``) or clamped, as the unsharded module does."""
+        (``"raise"``) or clamped, as by the unsharded module."""
         if not isinstance(x, mx.array):
-            x = host_ids(x, self._vocab)
+            x = host_ids(x, self._total)
         elif self._clamp:
             check_dtype(x.dtype)
         else:
-            check_device_ids(x, self._vocab)
-        return clamp(x, self._vocab)
+            check_device_ids(x, self._total)
+        return clamp(x, self._total)
 
     def __call__(self, x) -> mx.array:
         local = self._ids(x) - self._start  # uint32: ids below start wrap high
-        owned = local < self._stop - self._start
-        rows = embedding(self.table, local, self._dtype, backend=self._backend)  # clamps local
-        mine = mx.where(owned[..., None], rows, negative_zero(self._dtype))
+        weight, dtype = self["weight"], self["dtype"].dtype
+        rows = gather_for(self.qtype, *weight.shape, dtype, backends.select(self._backend))(weight, local)  # clamps
+        mine = mx.where((local < self.rows)[..., None], rows, negative_zero(dtype))
         return mx.distributed.all_sum(mine, group=self.group)
 
     def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
         """``(self(x), count)``: ``count`` is a lazy 0-d ``uint32`` of the ids that were clamped."""
-        ids = x if isinstance(x, mx.array) else host_ids(x, self._vocab)
-        return self(ids), count_out_of_range(ids, self._vocab)
+        ids = x if isinstance(x, mx.array) else host_ids(x, self._total)
+        return self(ids), count_out_of_range(ids, self._total)
 
     def as_linear(self, x, sharded: bool = False) -> mx.array:
         """The tied LM head: ``[..., dims]`` -> logits ``[..., num_embeddings]`` in x's dtype, the
-        unsharded module's up to summation order. ``sharded=True`` returns this member's columns
-        ``[..., stop - start]`` only (token ids ``start`` to ``stop - 1``), for a softmax or argmax
-        computed over the group; no communication then in the forward pass."""
-        x = mx.array(x) if not isinstance(x, mx.array) else x
-        local = as_linear(self.table, sum_gradients(self.group)(x), backend=self._backend)
-        return local if sharded else gather_columns(local, self._vocab, self.group)
+        unsharded module's up to summation order; differentiable in x. ``sharded=True`` returns
+        this member's columns ``[..., stop - start]`` only (token ids ``start`` to ``stop - 1``),
+        for a softmax or argmax computed over the group: no communication in the forward pass."""
+        return self._logits(x, sharded)
+
+    def _extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}, {self._members()}"
+
+
+class ShardedLinear(_MemberRows):
+    """A :class:`Linear` split by output features over ``group`` (MLX's "all-to-sharded"): this
+    member holds rows ``[start, stop)`` of ``W`` and of the bias. Called on the same x on every
+    member it returns the unsharded outputs ``[..., output_dims]`` (gathered), or with
+    ``sharded=True`` this member's ``[..., stop - start]``; differentiable in x. The untied LM head
+    is one. :func:`shard_linear` makes one from a :class:`Linear`; the constructor's arguments are
+    :class:`Linear`'s and ``group``.
+    """
+
+    def __init__(
+        self,
+        input_dims: int,
+        output_dims: int,
+        bias: bool = False,
+        qtype: str = "Q4_K",
+        backend: str = "auto",
+        group: mx.distributed.Group | None = None,
+    ):
+        backends.select(backend)
+        super().__init__(output_dims, input_dims, qtype, group)
+        self._backend = backend
+        if bias:
+            self.bias = mx.zeros((self.rows,))
+        self.freeze()
+
+    @classmethod
+    def from_linear(cls, module: Linear, group: mx.distributed.Group | None = None) -> ShardedLinear:
+        """This member's rows of ``module``'s weight and bias, copied."""
+        _check_type(module, Linear)
+        sharded = cls(module.input_dims, module.output_dims, "bias" in module, module.qtype, module.backend, group)
+        rows = slice(sharded.start, sharded.stop)
+        sharded.weight = mx.contiguous(module["weight"][rows])
+        if "bias" in module:
+            sharded.bias = mx.contiguous(module["bias"][rows])
+        return sharded
+
+    @property
+    def input_dims(self) -> int:
+        return self.dims
+
+    @property
+    def output_dims(self) -> int:
+        """All members' outputs."""
+        return self._total
+
+    @property
+    def backend(self) -> str:
+        return self._backend
+
+    def __call__(self, x, sharded: bool = False) -> mx.array:
+        return self._logits(x, sharded)
 
     def _extra_repr(self) -> str:
         return (
-            f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}, "
-            f"rows=[{self.start}, {self.stop}) of {self.group.size()} members"
+            f"input_dims={self.input_dims}, output_dims={self.output_dims}, bias={'bias' in self}, "
+            f"qtype={self.qtype}, {self._members()}"
         )
 
 
@@ -213,24 +273,38 @@ def shard_embedding(module: Embedding, group: mx.distributed.Group | None = None
     """``module`` split by vocabulary over ``group`` (default ``mx.distributed.init()``): a
     :class:`ShardedEmbedding` holding this member's rows, or ``module`` itself for a group of
     one. ``module`` is left as it was."""
+    _check_type(module, Embedding)
     group = group or mx.distributed.init()
-    if group.size() == 1:
-        return module
-    return ShardedEmbedding.from_embedding(module, group)
+    return module if group.size() == 1 else ShardedEmbedding.from_embedding(module, group)
+
+
+def shard_linear(module: Linear, group: mx.distributed.Group | None = None) -> nn.Module:
+    """``module`` split by output features over ``group`` (default ``mx.distributed.init()``): a
+    :class:`ShardedLinear` holding this member's rows, or ``module`` itself for a group of one.
+    ``module`` is left as it was."""
+    _check_type(module, Linear)
+    group = group or mx.distributed.init()
+    return module if group.size() == 1 else ShardedLinear.from_linear(module, group)
 
 
 def shard(model: nn.Module, group: mx.distributed.Group | None = None) -> nn.Module:
-    """Split ``model``'s quantized token embeddings (every :class:`Embedding`, and with it a tied
-    head: ``embed_tokens.as_linear``) by vocabulary over ``group``, in place, and return it.
+    """Split ``model``'s token embeddings (every :class:`Embedding`, and with it a tied head:
+    ``embed_tokens.as_linear``) and its untied LM head (a :class:`Linear` named ``lm_head``) by
+    vocabulary over ``group``, in place, and return it.
 
     Only those modules change, so this composes with mlx-lm's own layer sharding
-    (``model.shard(group)``), before or after. A group of one leaves ``model`` as it is."""
+    (``model.shard(group)``, where the model has it), before or after. A group of one leaves
+    ``model`` as it is."""
     group = group or mx.distributed.init()
     if group.size() == 1:
         return model
 
-    def split(_, module):
-        return ShardedEmbedding.from_embedding(module, group) if type(module) is Embedding else module
+    def split(path: str, module):
+        if type(module) is Embedding:
+            return ShardedEmbedding.from_embedding(module, group)
+        if type(module) is Linear and path.rsplit(".", 1)[-1] == "lm_head":
+            return ShardedLinear.from_linear(module, group)
+        return module
 
     model.update_modules(tree_map_with_path(split, model.leaf_modules(), is_leaf=nn.Module.is_module))
     return model

@@ -17,9 +17,18 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from muser_mlx import Embedding, ShardedEmbedding, Table, shard, shard_embedding
+from muser_mlx import (
+    Embedding,
+    Linear,
+    ShardedEmbedding,
+    ShardedLinear,
+    Table,
+    shard,
+    shard_embedding,
+    shard_linear,
+)
 
-from conftest import random_table_bytes, reference
+from conftest import FIXTURES, random_table_bytes, reference
 
 # (qtype, vocab, dims): vocabularies not divisible by 2 or 3 (1003, 1001, 301, 257), by 3 only
 # (100) and by both (300)
@@ -31,7 +40,9 @@ CASES = [
     ("Q4_0", 300, 64),
     ("F16", 100, 32),
 ]
+LINEAR_CASES = [("Q6_K", 1003, 256, False), ("Q8_0", 301, 64, True)]  # (qtype, outputs, inputs, bias)
 MEMORY_CASE = ("Q4_K", 20003, 512)  # 5.8 MB of bytes: allocations of a few KB are noise beside it
+FIXTURE = FIXTURES / "tiny-llama-Q4_K_M.gguf"  # vocab 1003, Q4_K token_embd, Q6_K output.weight
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 
 
@@ -65,7 +76,7 @@ def memory(group) -> dict:
     data = random_table_bytes(np.random.default_rng(1), qtype, vocab, dims)
     gc.collect()
     base = mx.get_active_memory()
-    full = Embedding(Table.from_bytes(data, qtype, dims))
+    full = Embedding.from_table(Table.from_bytes(data, qtype, dims))
     mx.eval(full.weight)
     full_bytes = mx.get_active_memory() - base
     sharded = shard_embedding(full, group)
@@ -91,7 +102,8 @@ def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -
     }
     report = {}
     for name, dtype in DTYPES.items():
-        f, s = Embedding(full.table, dtype), shard_embedding(Embedding(full.table, dtype), sharded.group)
+        f = Embedding.from_table(full.table, dtype)
+        s = shard_embedding(f, sharded.group)
         report[f"bits_{name}"] = all(same_bits(s(i), f(i)) for i in ids.values())
     report["bits_host_ids"] = same_bits(sharded([[1, 2], [vocab - 1, 0]]), full([[1, 2], [vocab - 1, 0]]))
     report["reference_bits"] = all(
@@ -101,7 +113,7 @@ def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -
     report["compiled_bits"] = all(same_bits(compiled(i), full(i)) for i in ids.values())
     counts = [sharded.lookup_with_count(ids["clamped"])[1].item(), full.lookup_with_count(ids["clamped"])[1].item()]
     report["counts"] = counts
-    raising = [Embedding(full.table, on_out_of_range="raise")]
+    raising = [Embedding.from_table(full.table, on_out_of_range="raise")]
     raising.append(shard_embedding(raising[0], sharded.group))
     report["errors"] = {
         "host_id": [error_of(lambda m=m: m([0, vocab])) for m in (sharded, full)],
@@ -121,79 +133,124 @@ def sharded_argmax(embed: ShardedEmbedding, h: mx.array) -> mx.array:
     return mx.distributed.all_min(mx.where(best == top, token, embed.num_embeddings), group=embed.group)
 
 
-def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
-    vocab, dims, start, stop = full.num_embeddings, full.dims, sharded.start, sharded.stop
+def head(full, sharded, dims: int, rng) -> dict:
+    """``sharded(x, sharded=...)`` (a sharded head) against ``full(x)`` (the unsharded one)."""
+    outputs, start, stop = sharded.num_outputs, sharded.start, sharded.stop
     xs = [mx.array(rng.standard_normal(shape).astype(np.float32)) for shape in ((5, dims), (dims,), (2, 3, dims))]
     report = {
-        "rel": max(relative(sharded.as_linear(x), full.as_linear(x)) for x in xs),
-        "slice_rel": max(relative(sharded.as_linear(x, sharded=True), full.as_linear(x)[..., start:stop]) for x in xs),
-        "compiled_rel": relative(mx.compile(sharded.as_linear)(xs[0]), full.as_linear(xs[0])),
-        "shape": list(sharded.as_linear(xs[2]).shape),
+        "rel": max(relative(sharded(x), full(x)) for x in xs),
+        "slice_rel": max(relative(sharded(x, sharded=True), full(x)[..., start:stop]) for x in xs),
+        "compiled_rel": relative(mx.compile(lambda x: sharded(x))(xs[0]), full(xs[0])),
+        "shape": list(sharded(xs[2]).shape),
     }
-    report["argmax_equal"] = all(
-        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1)))
-        for x in xs
-    )
-    x, c = xs[0], mx.array(rng.standard_normal((5, vocab)).astype(np.float32))
+    x, c = xs[0], mx.array(rng.standard_normal((5, outputs)).astype(np.float32))
 
-    def loss(module, sliced=False):
+    def loss(fn, sliced=False):
         if sliced:
-            return lambda x: (module.as_linear(x, sharded=True) * c[:, start:stop]).sum()
-        return lambda x: (module.as_linear(x) * c).sum()
+            return lambda x: (fn(x, sharded=True) * c[:, start:stop]).sum()
+        return lambda x: (fn(x) * c).sum()
 
     want = mx.grad(loss(full))(x)
     report["grad_rel"] = relative(mx.grad(loss(sharded))(x), want)
     report["grad_slice_rel"] = relative(mx.grad(loss(sharded, sliced=True))(x), want)
     report["compiled_grad_rel"] = relative(mx.compile(mx.grad(loss(sharded)))(x), want)
     y = x.astype(mx.bfloat16)  # (float16 logits of random scales overflow)
-    report["rel_bfloat16"] = relative(sharded.as_linear(y), full.as_linear(y))
+    report["rel_bfloat16"] = relative(sharded(y), full(y))
     return report
+
+
+class TiedHead:
+    """A sharded embedding's ``as_linear`` as the callable :func:`head` takes."""
+
+    def __init__(self, embed: ShardedEmbedding):
+        self.embed, self.num_outputs, self.start, self.stop = embed, embed.num_embeddings, embed.start, embed.stop
+
+    def __call__(self, x, sharded=False):
+        return self.embed.as_linear(x, sharded=sharded)
 
 
 def case(qtype: str, vocab: int, dims: int, group) -> dict:
     rng = np.random.default_rng(vocab * 7 + dims)
     data = random_table_bytes(rng, qtype, vocab, dims)
-    full = Embedding(Table.from_bytes(data, qtype, dims))
+    full = Embedding.from_table(Table.from_bytes(data, qtype, dims))
     sharded = shard_embedding(full, group)
-    return {
+    report = {
         "case": f"{qtype} {vocab}x{dims}",
         "vocab": vocab,
         "rows": [sharded.start, sharded.stop],
         "weight_shape": list(sharded.weight.shape),
         "weight_equal": bool(np.array_equal(np.array(sharded.weight), data[sharded.start : sharded.stop])),
         "lookup": lookups(full, sharded, data, rng),
-        "head": head(full, sharded, rng),
+        "head": head(full.as_linear, TiedHead(sharded), dims, rng),
+    }
+    xs = [mx.array(rng.standard_normal(shape).astype(np.float32)) for shape in ((5, dims), (dims,))]
+    report["head"]["argmax_equal"] = all(
+        np.array_equal(np.array(sharded_argmax(sharded, x)), np.array(mx.argmax(full.as_linear(x), axis=-1)))
+        for x in xs
+    )
+    return report
+
+
+class LinearHead:
+    """A ShardedLinear as :func:`head` takes it."""
+
+    def __init__(self, linear: ShardedLinear):
+        self.linear, self.num_outputs, self.start, self.stop = linear, linear.output_dims, linear.start, linear.stop
+
+    def __call__(self, x, sharded=False):
+        return self.linear(x, sharded=sharded)
+
+
+def linear_case(qtype: str, outputs: int, dims: int, bias: bool, group) -> dict:
+    """An untied head (or any projection): ``shard_linear`` against the unsharded ``Linear``."""
+    rng = np.random.default_rng(outputs * 5 + dims)
+    data = random_table_bytes(rng, qtype, outputs, dims)
+    b = mx.array(rng.standard_normal(outputs).astype(np.float32)) if bias else None
+    full = Linear.from_table(Table.from_bytes(data, qtype, dims), bias=b)
+    sharded = shard_linear(full, group)
+    rows = slice(sharded.start, sharded.stop)
+    return {
+        "case": f"Linear {qtype} {outputs}x{dims}" + (" + bias" if bias else ""),
+        "vocab": outputs,
+        "rows": [sharded.start, sharded.stop],
+        "weight_equal": bool(np.array_equal(np.array(sharded.weight), data[rows])),
+        "bias_equal": not bias or bool(np.array_equal(np.array(sharded.bias), np.array(b)[rows])),
+        "type": type(sharded).__name__,
+        "head": head(full, LinearHead(sharded), dims, rng),
     }
 
 
-def mlx_lm_model(group) -> dict | None:
-    """A tied llama model of mlx-lm with a Q4_K muser_mlx embedding: its logits and greedy tokens
-    with the embedding and head sharded (``muser_mlx.shard``), and also the layers
-    (mlx-lm's ``model.shard``), against the unsharded model's."""
+def mlx_lm_models(group) -> dict | None:
+    """mlx-lm models with muser_mlx modules, sharded by ``muser_mlx.shard`` (the embedding and the
+    head) and, where their layers are float, also by mlx-lm's ``model.shard``: logits and greedy
+    tokens against the unsharded model's on this member. A tied and an untied llama of random
+    weights (the untied head a Q4_K ``Linear``), and the tiny-llama fixture through
+    ``muser_mlx.load`` (every weight GGUF bytes; its head Q6_K) where the fixtures are present."""
     try:
         from mlx_lm.models import llama
         from mlx_lm.models.cache import make_prompt_cache
     except ImportError:
         return None
-    from muser_mlx import quantize_embeddings
+    from muser_mlx import load, quantize_embeddings
 
-    args = llama.ModelArgs(
-        model_type="llama",
-        hidden_size=256,
-        num_hidden_layers=2,
-        intermediate_size=384,
-        num_attention_heads=6,
-        num_key_value_heads=6,
-        head_dim=32,
-        rms_norm_eps=1e-5,
-        vocab_size=1001,
-        tie_word_embeddings=True,
-    )
-
-    def build():
+    def random_llama(tied: bool):
+        args = llama.ModelArgs(
+            model_type="llama",
+            hidden_size=256,
+            num_hidden_layers=2,
+            intermediate_size=384,
+            num_attention_heads=6,
+            num_key_value_heads=6,
+            head_dim=32,
+            rms_norm_eps=1e-5,
+            vocab_size=1001,
+            tie_word_embeddings=tied,
+        )
         mx.random.seed(0)
         model = llama.Model(args)
         quantize_embeddings(model, "Q4_K")
+        if not tied:
+            model.lm_head = Linear.from_linear(model.lm_head, "Q4_K")
         mx.eval(model.parameters())
         return model
 
@@ -205,19 +262,33 @@ def mlx_lm_model(group) -> dict | None:
             logits = model(mx.array([[tokens[-1]]]), cache=cache)
         return tokens
 
+    builds = {"tied": lambda: random_llama(True), "untied": lambda: random_llama(False)}
+    if FIXTURE.is_file():
+        builds["load"] = lambda: load(FIXTURE, dtype=mx.float32)[0]
     prompt = mx.array([1, 17, 400, 999, 3])
-    model = build()
-    want_logits, want_tokens = model(prompt[None]), greedy(model)
     report = {}
-    for name, layers in (("embedding_head", False), ("with_layers", True)):
-        model = shard(build(), group)
-        if layers:
-            model.shard(group)
-        report[name] = {
-            "sharded": type(model.model.embed_tokens).__name__,
-            "rel": relative(model(prompt[None]), want_logits),
-            "greedy_equal": greedy(model) == want_tokens,
-        }
+    for name, build in builds.items():
+        model = build()
+        want_logits, want_tokens = model(prompt[None]), greedy(model)
+        for layers in (False, True) if name != "load" else (False,):
+            model = shard(build(), group)
+            if layers:
+                model.shard(group)
+            report[f"{name}, layers sharded" if layers else name] = {
+                "sharded": sorted(
+                    {type(m).__name__ for _, m in model.named_modules() if "Sharded" in type(m).__name__}
+                ),
+                "rel": relative(model(prompt[None]), want_logits),
+                "greedy_equal": greedy(model) == want_tokens,
+            }
+    if "load" in builds:
+        from mlx_lm import generate
+
+        model, tokenizer = load(FIXTURE, dtype=mx.float32)
+        want = generate(model, tokenizer, prompt="Once upon a time", max_tokens=6)
+        report["load"]["generate_equal"] = (
+            generate(shard(model, group), tokenizer, prompt="Once upon a time", max_tokens=6) == want
+        )
     return report
 
 
@@ -231,7 +302,8 @@ def main() -> None:
     group = mx.distributed.init(strict=True, backend=args.backend)
     report = {"rank": group.rank(), "size": group.size(), "device": args.device, "memory": memory(group)}
     report["cases"] = [case(*c, group) for c in CASES]
-    report["mlx_lm"] = mlx_lm_model(group)
+    report["linear_cases"] = [linear_case(*c, group) for c in LINEAR_CASES]
+    report["mlx_lm"] = mlx_lm_models(group)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"rank{group.rank()}.json").write_text(json.dumps(report, indent=1))
 

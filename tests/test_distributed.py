@@ -26,10 +26,19 @@ import pytest
 from hypothesis import given, settings
 from mlx import nn
 
-from muser_mlx import Embedding, ShardedEmbedding, Table, shard, shard_embedding
+from muser_mlx import (
+    Embedding,
+    Linear,
+    ShardedEmbedding,
+    ShardedLinear,
+    Table,
+    shard,
+    shard_embedding,
+    shard_linear,
+)
 from muser_mlx.distributed import gather_columns, vocab_rows
 
-from conftest import random_table_bytes, tables
+from conftest import FIXTURES, random_table_bytes, tables
 
 TESTS = Path(__file__).resolve().parent
 LAUNCH_TIMEOUT_S = 600  # a guard against a hang: an idle 2-core machine runs a launch in 10-15 s
@@ -156,17 +165,35 @@ def test_ids_are_checked_as_unsharded(members):
                 assert sharded is not None and sharded == unsharded, f"member {m['rank']}, {c['case']}, {what}"
 
 
-def test_head_matches_unsharded(members):
+def check_head(h: dict, outputs: int, device: str, where: str) -> None:
+    assert h["shape"] == [2, 3, outputs], where
+    for key in ("rel", "slice_rel", "compiled_rel"):
+        assert h[key] <= HEAD_TOLERANCE[device], f"{where}: {key} {h[key]:.3g}"
+    for key in ("grad_rel", "grad_slice_rel", "compiled_grad_rel"):
+        assert h[key] <= 1e-5, f"{where}: {key} {h[key]:.3g}"
+    assert h["rel_bfloat16"] <= 2**-7, where
+
+
+def test_tied_head_matches_unsharded(members):
     for m in members:
         for c in m["cases"]:
-            h, where = c["head"], f"member {m['rank']}, {c['case']}"
-            assert h["shape"] == [2, 3, c["vocab"]], where
-            for key in ("rel", "slice_rel", "compiled_rel"):
-                assert h[key] <= HEAD_TOLERANCE[m["device"]], f"{where}: {key} {h[key]:.3g}"
-            for key in ("grad_rel", "grad_slice_rel", "compiled_grad_rel"):
-                assert h[key] <= 1e-5, f"{where}: {key} {h[key]:.3g}"
-            assert h["rel_bfloat16"] <= 2**-7, where
-            assert h["argmax_equal"], where
+            where = f"member {m['rank']}, {c['case']}"
+            check_head(c["head"], c["vocab"], m["device"], where)
+            assert c["head"]["argmax_equal"], where
+
+
+def test_sharded_linear_matches_unsharded(members):
+    n = len(members)
+    for i, case in enumerate(members[0]["linear_cases"]):
+        per_member = -(-case["vocab"] // n)
+        assert [m["linear_cases"][i]["rows"] for m in members] == [
+            [r * per_member, min((r + 1) * per_member, case["vocab"])] for r in range(n)
+        ]
+    for m in members:
+        for c in m["linear_cases"]:
+            where = f"member {m['rank']}, {c['case']}"
+            assert c["type"] == "ShardedLinear" and c["weight_equal"] and c["bias_equal"], where
+            check_head(c["head"], c["vocab"], m["device"], where)
 
 
 def test_memory_per_member_is_its_share(members):
@@ -182,16 +209,22 @@ def test_memory_per_member_is_its_share(members):
         assert h["sharded_active"] <= h["table_bytes"] / n + slack, h
 
 
-def test_mlx_lm_model_sharded_with_its_layers(members):
+def test_mlx_lm_models_sharded(members):
     for m in members:
         report = m["mlx_lm"]
         if report is None:
             pytest.skip("mlx-lm is not installed (the lm extra)")
         for name, r in report.items():
-            assert r["sharded"] == "ShardedEmbedding", name
-            assert r["greedy_equal"], f"member {m['rank']}, {name}: greedy tokens differ"
-        assert report["embedding_head"]["rel"] <= 1e-6
-        assert report["with_layers"]["rel"] <= 1e-5  # the layers' sums split too
+            where = f"member {m['rank']}, {name}"
+            assert "ShardedEmbedding" in r["sharded"], where
+            assert ("ShardedLinear" in r["sharded"]) == (not name.startswith("tied")), where
+            assert r["greedy_equal"], f"{where}: greedy tokens differ"
+            # the layers' sums split too where mlx-lm shards them
+            assert r["rel"] <= (1e-5 if "layers" in name else 1e-6), f"{where}: {r['rel']:.3g}"
+        if "load" in report:
+            assert report["load"]["generate_equal"], f"member {m['rank']}: mlx_lm.generate's text differs"
+        else:
+            pytest.skip(f"{FIXTURES} is absent: muser_mlx.load of tiny-llama-Q4_K_M.gguf not run")
 
 
 # A group of one: the whole table on this process.
@@ -199,19 +232,21 @@ def test_mlx_lm_model_sharded_with_its_layers(members):
 
 def test_group_of_one_returns_the_module_unchanged():
     table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), "Q4_K", 5, 256), "Q4_K", 256)
-    module = Embedding(table)
+    module = Embedding.from_table(table)
     group = mx.distributed.init()
     assert group.size() == 1
     assert shard_embedding(module, group) is module and shard_embedding(module) is module
-    model = nn.Sequential(module)
-    assert shard(model) is model and model.layers[0] is module
+    linear = Linear.from_table(table)
+    assert shard_linear(linear, group) is linear
+    model = nn.Sequential(module, linear)
+    assert shard(model) is model and model.layers[0] is module and model.layers[1] is linear
 
 
 @settings(deadline=None, max_examples=15)
 @given(tables(max_vocab=30))
 def test_sharded_module_of_one_member_is_the_unsharded_one(table_and_bytes):
     table, _ = table_and_bytes
-    full = Embedding(table)
+    full = Embedding.from_table(table)
     sharded = ShardedEmbedding.from_embedding(full, mx.distributed.init())
     ids = mx.array(np.arange(-2, table.vocab + 2, dtype=np.int32))
     got, want = sharded(ids), full(ids)
@@ -256,8 +291,25 @@ def test_constructor_checks_its_arguments():
     with pytest.raises(ValueError, match="positive multiple"):
         ShardedEmbedding(10, 100, "Q4_K")
     with pytest.raises(TypeError, match="muser_mlx.Embedding"):
-        ShardedEmbedding.from_embedding(object())
+        shard_embedding(object())
+    with pytest.raises(TypeError, match="muser_mlx.Linear"):
+        ShardedLinear.from_linear(nn.Linear(256, 4))
     module = ShardedEmbedding(10, 256)
     assert module.weight.shape == (10, 144) and module.weight.dtype == mx.uint8
-    with pytest.raises(ValueError, match="weight must have 10 rows, got 4"):
-        module.update({"weight": mx.zeros((4, 144), mx.uint8)})(mx.array([0]))
+    with pytest.raises(ValueError, match=r"holds rows \[0, 10\) of 10: weight must have 10 rows, got \[4, 144\]"):
+        module.update({"weight": mx.zeros((4, 144), mx.uint8)})
+    linear = ShardedLinear(256, 6, bias=True, qtype="Q8_0")
+    assert linear.weight.shape == (6, 272) and linear.bias.shape == (6,)
+    assert linear(mx.zeros((2, 256))).shape == (2, 6)
+
+
+@settings(deadline=None, max_examples=10)
+@given(tables(max_vocab=30))
+def test_sharded_linear_of_one_member_is_the_unsharded_one(table_and_bytes):
+    table, _ = table_and_bytes
+    bias = mx.arange(table.vocab).astype(mx.float32)
+    full = Linear.from_table(table, bias=bias)
+    sharded = ShardedLinear.from_linear(full, mx.distributed.init())
+    x = mx.array(np.random.default_rng(table.vocab).standard_normal((3, table.dims)).astype(np.float32))
+    assert np.array_equal(np.array(sharded(x)), np.array(full(x)))
+    assert np.array_equal(np.array(sharded(x, sharded=True)), np.array(full(x)))
