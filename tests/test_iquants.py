@@ -37,8 +37,8 @@ from muser_mlx import (
     backends,
     check_table,
     embedding,
-    linear,
 )
+from muser_mlx.backends import head
 from muser_mlx.backends.device import CUDA, METAL
 from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 from muser_mlx.formats.grids import GRID_OF_FORMAT, GRIDS, KSIGNS
@@ -351,15 +351,14 @@ def test_gpu_heads(qtype):
     table, expected = fixture_table(qtype)
     rng = np.random.default_rng(4)
     data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
-    backend = backends.BACKENDS[GPU]
+    device = backends.BACKENDS[GPU]
     for t, W in ((table, expected.astype(np.float64)), (Table.from_bytes(data, qtype, 512), dequantized(data, qtype))):
         for dtype in X_DTYPES:
             for n in (1, 2, 9, 17):
                 x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
                 assert_close(as_linear(t, x, backend=GPU), x, W)
-                assert_close(linear.streamed(t, x, GPU), x, W)
-                assert_close(backend.matvec(t, x), x, W)
-                if backend.bytedot_kernel:
-                    assert_close(backend.bytedot(t, x), x, W)
-                if backend.matrix_units():
-                    assert_close(backend.mma(t, x), x, W)
+                assert_close(head.matvec(t, x, GPU), x, W)
+                if device.byte_dots:
+                    assert_close(head.bytedot(t, x, GPU), x, W)
+                if device.matrix_units():
+                    assert_close(head.mma(t, x, GPU), x, W)
