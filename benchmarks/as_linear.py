@@ -55,8 +55,12 @@ def main() -> None:
     p.add_argument("--small", action="store_true", help="dims 1,024, vocab 8,192 (quick, CPU-friendly)")
     p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 16, 64, 128, 256, 512, 4096])
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], help="x's dtype; default float16 on "
-                   "a GPU, float32 on the CPU (MLX's CPU float16 matmuls are slow: they would time the CPU, not the head)")
+    p.add_argument(
+        "--dtype",
+        choices=["float16", "bfloat16", "float32"],
+        help="x's dtype; default float16 on "
+        "a GPU, float32 on the CPU (MLX's CPU float16 matmuls are slow: they would time the CPU, not the head)",
+    )
     p.add_argument("--no-mlx", action="store_true", help="skip MLX's own heads (saves their memory)")
     args = p.parse_args()
 
@@ -85,18 +89,36 @@ def main() -> None:
                 return queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0]
             return median_seconds(lambda i: (x,), call, args.reps)
 
-    rows, results = [], {"dims": dims, "vocab": vocab, "x_dtype": args.dtype, "backend": backend,
-                         "table_bytes": table.nbytes, "copy_bytes_per_s": copy, "runs": []}
+    rows, results = (
+        [],
+        {
+            "dims": dims,
+            "vocab": vocab,
+            "x_dtype": args.dtype,
+            "backend": backend,
+            "table_bytes": table.nbytes,
+            "copy_bytes_per_s": copy,
+            "runs": [],
+        },
+    )
     rng = np.random.default_rng(1)
     for n in args.rows:
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
         ms = {name: 1e3 * timed(name, x) if name != "streamed" or n <= 256 else None for name in heads_by_name}
-        ms |= {f"{name} queued": 1e3 * timed(name, x, queued=True)
-               for name in ("as_linear", "mlx q4", "mlx f16") if name in heads_by_name}
+        ms |= {
+            f"{name} queued": 1e3 * timed(name, x, queued=True)
+            for name in ("as_linear", "mlx q4", "mlx f16")
+            if name in heads_by_name
+        }
         results["runs"].append({"rows": n, "ms": ms})
-        rows.append([n, *("-" if t is None else f"{t:.3f}" for t in ms.values()),
-                     f"{table.nbytes / ms['as_linear'] / 1e6:.3g}",
-                     f"{table.nbytes / ms['as_linear queued'] / 1e6:.3g}"])
+        rows.append(
+            [
+                n,
+                *("-" if t is None else f"{t:.3f}" for t in ms.values()),
+                f"{table.nbytes / ms['as_linear'] / 1e6:.3g}",
+                f"{table.nbytes / ms['as_linear queued'] / 1e6:.3g}",
+            ]
+        )
         print(*rows[-1], sep="\t", flush=True)
 
     table_md = markdown(["rows", *(f"{name} ms" for name in results["runs"][0]["ms"]), "GB/s", "GB/s queued"], rows)

@@ -105,12 +105,17 @@ def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarr
     size = FLOAT_KINDS[fmt.float_kind].word.size
     words = np.stack([blocks[:, off : off + size].copy().view(f"<u{size}")[:, 0] for off in fmt.float_offsets], axis=-1)
     values = rng.normal(0, scale, fmt.float_fields(words).shape).astype(np.float32)
-    fields = {"f16": lambda: values.astype(np.float16).view(np.uint16), "f32": lambda: values.view(np.uint32),
-              "bf16": lambda: (values.view(np.uint32) >> 16).astype(np.uint16),
-              # E8M0 2^(e - 127) and UE4M3 (exponent bits 3-6, bias 7) near |values|
-              "e8m0": lambda: (127 + np.round(np.log2(np.abs(values) + 1e-30))).astype(np.uint8),
-              "ue4m3": lambda: (np.clip(7 + np.round(np.log2(np.abs(values) + 1e-30)), 1, 14).astype(np.uint8) << 3)
-              | rng.integers(0, 8, values.shape, dtype=np.uint8)}[fmt.float_kind]()
+    fields = {
+        "f16": lambda: values.astype(np.float16).view(np.uint16),
+        "f32": lambda: values.view(np.uint32),
+        "bf16": lambda: (values.view(np.uint32) >> 16).astype(np.uint16),
+        # E8M0 2^(e - 127) and UE4M3 (exponent bits 3-6, bias 7) near |values|
+        "e8m0": lambda: (127 + np.round(np.log2(np.abs(values) + 1e-30))).astype(np.uint8),
+        "ue4m3": lambda: (
+            (np.clip(7 + np.round(np.log2(np.abs(values) + 1e-30)), 1, 14).astype(np.uint8) << 3)
+            | rng.integers(0, 8, values.shape, dtype=np.uint8)
+        ),
+    }[fmt.float_kind]()
     words = fmt.spread_float_fields(words, fields)  # a float spread over words (IQ1_M's d) goes back
     for k, off in enumerate(fmt.float_offsets):
         blocks[:, off : off + size] = words[:, k : k + 1].view(np.uint8)
@@ -122,7 +127,9 @@ def device_name() -> str:
 
 
 def machine() -> str:
-    return f"{device_name()} ({mx.default_device()}); {platform.machine()}; MLX {mx.__version__}; {datetime.date.today()}"
+    return (
+        f"{device_name()} ({mx.default_device()}); {platform.machine()}; MLX {mx.__version__}; {datetime.date.today()}"
+    )
 
 
 def save(stem: str, title: str, table_md: str, data: dict) -> Path:

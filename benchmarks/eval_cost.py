@@ -44,14 +44,25 @@ def main() -> None:
         """A kernel whose threads write ids[0] (reading nothing of ``table``): 32 of 32 floats,
         or with ``table`` 1,024 of the gather's [1, dims] output, on its grid."""
         inputs = ["ids"] if table is None else ["table", "ids"]
-        kernel = mx.fast.cuda_kernel(name=f"nothing_{name}", input_names=inputs, output_names=["out"], header=header,
-                                     source="out[blockIdx.x * blockDim.x + threadIdx.x] = float(ids[0]);")
+        kernel = mx.fast.cuda_kernel(
+            name=f"nothing_{name}",
+            input_names=inputs,
+            output_names=["out"],
+            header=header,
+            source="out[blockIdx.x * blockDim.x + threadIdx.x] = float(ids[0]);",
+        )
         if table is None:
-            return lambda ids: kernel(inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1),
-                                      output_shapes=[(32,)], output_dtypes=[mx.float32])[0]
+            return lambda ids: kernel(
+                inputs=[ids], grid=(32, 1, 1), threadgroup=(32, 1, 1), output_shapes=[(32,)], output_dtypes=[mx.float32]
+            )[0]
         groups = dims // tuning.gather_values(dims)
-        return lambda ids: kernel(inputs=[table, ids], grid=(groups, 1, 1), threadgroup=(tuning.THREADGROUP, 1, 1),
-                                  output_shapes=[(1, dims)], output_dtypes=[mx.float32])[0]
+        return lambda ids: kernel(
+            inputs=[table, ids],
+            grid=(groups, 1, 1),
+            threadgroup=(tuning.THREADGROUP, 1, 1),
+            output_shapes=[(1, dims)],
+            output_dtypes=[mx.float32],
+        )[0]
 
     comments = ("// " + "x" * 60 + "\n") * 256  # 16 KB
     included = Path(tempfile.mkdtemp()) / "comments.h"

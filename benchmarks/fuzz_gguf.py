@@ -49,7 +49,11 @@ def random_ops(rng, header_bytes: int, size: int) -> list[tuple]:
         elif kind == "truncate":
             ops.append((kind, pos))
         else:
-            value = INTERESTING_U64[rng.integers(0, len(INTERESTING_U64))] if rng.random() < 0.6 else int(rng.integers(0, 2**63)) * 2
+            value = (
+                INTERESTING_U64[rng.integers(0, len(INTERESTING_U64))]
+                if rng.random() < 0.6
+                else int(rng.integers(0, 2**63)) * 2
+            )
             ops.append((kind, pos, value))
     return ops
 
@@ -112,8 +116,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             cmd = [sys.executable, __file__, "--worker", str(seed), "--count", str(BATCH), "--scratch", scratch]
             try:
-                run = subprocess.run(cmd, capture_output=True, text=True, timeout=BATCH_TIMEOUT_S,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+                run = subprocess.run(
+                    cmd,
+                    capture_output=True,
+                    text=True,
+                    timeout=BATCH_TIMEOUT_S,
+                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                )
                 problem = None if run.returncode == 0 else f"exit status {run.returncode}: {run.stderr[-300:]}"
             except subprocess.TimeoutExpired:
                 run, problem = None, f"no result after {BATCH_TIMEOUT_S} s (a hang)"

@@ -54,7 +54,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formats", nargs="+", default=["Q4_K"])
     ap.add_argument("--batches", nargs="+", type=int, default=[1, 64, 512, 4096, 32768])
-    ap.add_argument("--reps", type=int, default=30, help="queued repetitions; one per evaluation takes 10 times as many")
+    ap.add_argument(
+        "--reps", type=int, default=30, help="queued repetitions; one per evaluation takes 10 times as many"
+    )
     ap.add_argument("--dims", type=int, default=GLIMMER["dims"])
     ap.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     ap.add_argument("--no-baselines", action="store_true", help="skip mlx.nn.Embedding / QuantizedEmbedding")
@@ -78,10 +80,14 @@ def main() -> None:
         contenders["nn.Embedding f16"] = (dense, 2 * dims, 2)
         contenders["nn.QuantizedEmbedding 4-bit"] = (quantized, dims // 2 + 2 * 2 * dims // 64, 2)
 
-    latency = {n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()},
-                                      10 * args.reps) for n in args.batches}
-    graphs = alternating_medians({name: (single_tokens(vocab), lambda *ids, emb=c[0]: [emb(t) for t in ids])
-                                  for name, c in contenders.items()}, 20)
+    latency = {
+        n: alternating_medians({name: (fresh_ids(vocab, n), c[0]) for name, c in contenders.items()}, 10 * args.reps)
+        for n in args.batches
+    }
+    graphs = alternating_medians(
+        {name: (single_tokens(vocab), lambda *ids, emb=c[0]: [emb(t) for t in ids]) for name, c in contenders.items()},
+        20,
+    )
     queued = {}
     for name, (emb, _, _) in contenders.items():
         copies.append(copy_bandwidth())
@@ -89,27 +95,51 @@ def main() -> None:
             queued[name, n] = queued_seconds(fresh_ids(vocab, n), emb, args.reps, QUEUED)
             print(name, n, f"queued {queued[name, n][0] * 1e6:.1f} us", flush=True)
     copy = statistics.median(copies)
-    rows, results = [], {"copy_bytes_per_s": copy, "copy_measurements": copies, "dims": dims, "vocab": vocab, "runs": []}
+    rows, results = (
+        [],
+        {"copy_bytes_per_s": copy, "copy_measurements": copies, "dims": dims, "vocab": vocab, "runs": []},
+    )
     for name, (_, row_bytes, out_bytes) in contenders.items():
         for n in args.batches:
             s, (q, host) = latency[n][name], queued[name, n]
             bw, qbw = (n * (row_bytes + dims * out_bytes) / t for t in (s, q))
-            results["runs"].append(dict(name=name, ids=n, seconds=s, bytes_per_s=bw, queued_seconds=q,
-                                        queued_bytes_per_s=qbw, host_seconds=host))
-            rows.append([name, n, f"{s * 1e6:.1f}", f"{bw / 1e9:.0f} ({100 * bw / copy:.0f}%)",
-                         f"{q * 1e6:.1f}", f"{qbw / 1e9:.0f} ({100 * qbw / copy:.0f}%)", f"{host * 1e6:.1f}"])
+            results["runs"].append(
+                dict(
+                    name=name,
+                    ids=n,
+                    seconds=s,
+                    bytes_per_s=bw,
+                    queued_seconds=q,
+                    queued_bytes_per_s=qbw,
+                    host_seconds=host,
+                )
+            )
+            rows.append(
+                [
+                    name,
+                    n,
+                    f"{s * 1e6:.1f}",
+                    f"{bw / 1e9:.0f} ({100 * bw / copy:.0f}%)",
+                    f"{q * 1e6:.1f}",
+                    f"{qbw / 1e9:.0f} ({100 * qbw / copy:.0f}%)",
+                    f"{host * 1e6:.1f}",
+                ]
+            )
             print(*rows[-1], sep="\t", flush=True)
         s = graphs[name]
         results["runs"].append(dict(name=name, ids="64 x 1 in one graph", seconds=s))
         rows.append([name, "64 x 1 in one graph", f"{s * 1e6:.1f}", "", "", "", ""])
         print(*rows[-1], sep="\t", flush=True)
-    table_md = markdown(["lookup", "ids", "us, 1 per eval", "GB/s (of copy)", "us, queued",
-                         "GB/s (of copy)", "host us"], rows)
-    table_md += (f"\n\nCopy bandwidth (1 GiB float32 elementwise, read + write, queued): {copy / 1e9:.0f} GB/s, "
-                 f"the median of {len(copies)} measurements in this run ({min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f}). "
-                 f"Queued: {QUEUED} and {2 * QUEUED} lookups' graphs built, each set evaluated by one mx.eval; "
-                 "device time per lookup = the difference / "
-                 f"{QUEUED}, and host us = graph building per lookup (outside that time).")
+    table_md = markdown(
+        ["lookup", "ids", "us, 1 per eval", "GB/s (of copy)", "us, queued", "GB/s (of copy)", "host us"], rows
+    )
+    table_md += (
+        f"\n\nCopy bandwidth (1 GiB float32 elementwise, read + write, queued): {copy / 1e9:.0f} GB/s, "
+        f"the median of {len(copies)} measurements in this run ({min(copies) / 1e9:.0f}-{max(copies) / 1e9:.0f}). "
+        f"Queued: {QUEUED} and {2 * QUEUED} lookups' graphs built, each set evaluated by one mx.eval; "
+        "device time per lookup = the difference / "
+        f"{QUEUED}, and host us = graph building per lookup (outside that time)."
+    )
     table_md += f"\nmuser_mlx writes {args.dtype} ({dtype.size} B/value); the MLX layers write float16 (2 B/value)."
     print(save(args.stem, f"Embedding lookup, dims {dims}, vocab {vocab}", table_md, results))
 

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 import mlx.core as mx
+from kernel_ab import use
+
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import kernel as K
 from muser_mlx.formats.grids import GRID_OF_FORMAT
@@ -38,7 +40,6 @@ from common import (
     random_q_bytes,
     save,
 )
-from kernel_ab import use
 
 SPACES = {"constant": "__constant__ const", "global": "__device__ const"}  # MUSER_CONSTANT's spellings
 DEFINE = re.compile(r"^#define MUSER_CONSTANT .*$", re.MULTILINE)
@@ -71,14 +72,24 @@ def main() -> None:
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
         mx.eval(table.data)
-        cases = {f"gather n={n}": (lambda table=table: Embedding(table), fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims))
-                 for n in (4096, 32768)}
+        cases = {
+            f"gather n={n}": (
+                lambda table=table: Embedding(table),
+                fresh_ids(vocab, n),
+                n * (table.row_bytes + 4 * dims),
+            )
+            for n in (4096, 32768)
+        }
         for head, rows in (("bytedot", 1), ("mma", 16)):
+
             def make_x(i, rows=rows):
                 return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
 
-            cases[f"{head} rows={rows}"] = (lambda head=head, table=table: lambda x: getattr(K.CUDA, head)(table, x), make_x,
-                                            table.nbytes)
+            cases[f"{head} rows={rows}"] = (
+                lambda head=head, table=table: lambda x: getattr(K.CUDA, head)(table, x),
+                make_x,
+                table.nbytes,
+            )
         for case, (make_call, make_args, nbytes) in cases.items():
             moved[qtype, case] = nbytes
             ref = None
@@ -91,20 +102,33 @@ def main() -> None:
                     ref = out if ref is None else ref
                     seconds = queued_seconds(make_args, call, args.reps, 16)[0]
                     times.setdefault((qtype, case, space), []).append(seconds)
-                    print(f"{qtype} {case} {space}: {seconds * 1e6:.1f} us "
-                          f"({100 * nbytes / seconds / copy:.0f}% of copy) same={same}", flush=True)
+                    print(
+                        f"{qtype} {case} {space}: {seconds * 1e6:.1f} us "
+                        f"({100 * nbytes / seconds / copy:.0f}% of copy) same={same}",
+                        flush=True,
+                    )
     use(K.KERNELS)
     rows, runs = [], []
     for (qtype, case), nbytes in moved.items():
         medians = {space: statistics.median(times[qtype, case, space]) for space in SPACES}
         runs.append({"format": qtype, "case": case, "bytes": nbytes, "seconds": medians})
-        rows.append([qtype, case, *(f"{medians[s] * 1e6:.1f} ({100 * nbytes / medians[s] / copy:.0f}%)" for s in SPACES),
-                     f"{medians['constant'] / medians['global']:.2f}"])
+        rows.append(
+            [
+                qtype,
+                case,
+                *(f"{medians[s] * 1e6:.1f} ({100 * nbytes / medians[s] / copy:.0f}%)" for s in SPACES),
+                f"{medians['constant'] / medians['global']:.2f}",
+            ]
+        )
     md = markdown(["format", "call", *(f"{s} us (of copy)" for s in SPACES), "constant / global"], rows)
-    md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s. Queued calls (common.queued_seconds, 16 and 32 per "
-           f"evaluation), the median of {args.rounds} alternating rounds; constant = `{SPACES['constant']}`, "
-           f"global = `{SPACES['global']}`.")
-    print(save("grid_memory", "IQ grids in CUDA constant or global memory", md, {"copy_bytes_per_s": copy, "runs": runs}))
+    md += (
+        f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s. Queued calls (common.queued_seconds, 16 and 32 per "
+        f"evaluation), the median of {args.rounds} alternating rounds; constant = `{SPACES['constant']}`, "
+        f"global = `{SPACES['global']}`."
+    )
+    print(
+        save("grid_memory", "IQ grids in CUDA constant or global memory", md, {"copy_bytes_per_s": copy, "runs": runs})
+    )
 
 
 if __name__ == "__main__":

@@ -43,20 +43,39 @@ def main() -> None:
         table = Table.from_bytes(random_q_bytes(qtype, args.vocab, args.dims), qtype, args.dims)
         mx.eval(table.data)
         copy = copy_bandwidth(1.0)
-        seconds = queued_seconds(lambda i: (x,), lambda x: as_linear(table, x), args.reps, QUEUED)[0]
+        seconds = queued_seconds(lambda i: (x,), lambda x, table=table: as_linear(table, x), args.reps, QUEUED)[0]
         share = table.nbytes / seconds / copy
         kernel = head.choose(table, 1, dtype, backend)
-        results["runs"].append({"format": qtype, "kernel": kernel, "table_bytes": table.nbytes, "seconds": seconds,
-                                "copy_bytes_per_s": copy})
-        rows.append([qtype, kernel, f"{table.nbytes / 2**20:.0f}", f"{1e3 * seconds:.3f}",
-                     f"{table.nbytes / seconds / 1e9:.0f}", f"{copy / 1e9:.0f}", f"{100 * share:.0f}%"])
+        results["runs"].append(
+            {
+                "format": qtype,
+                "kernel": kernel,
+                "table_bytes": table.nbytes,
+                "seconds": seconds,
+                "copy_bytes_per_s": copy,
+            }
+        )
+        rows.append(
+            [
+                qtype,
+                kernel,
+                f"{table.nbytes / 2**20:.0f}",
+                f"{1e3 * seconds:.3f}",
+                f"{table.nbytes / seconds / 1e9:.0f}",
+                f"{copy / 1e9:.0f}",
+                f"{100 * share:.0f}%",
+            ]
+        )
         print(*rows[-1], sep="\t", flush=True)
-        del table
 
     table_md = markdown(["format", "kernel", "table MiB", "ms per call", "GB/s", "copy GB/s", "of copy"], rows)
-    table_md += (f"\n\nOne row of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
-                 f"{2 * QUEUED} queued calls, median of {args.reps}.")
-    print(save("heads_by_format", f"One-row head by format, dims {args.dims:,} vocab {args.vocab:,}", table_md, results))
+    table_md += (
+        f"\n\nOne row of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
+        f"{2 * QUEUED} queued calls, median of {args.reps}."
+    )
+    print(
+        save("heads_by_format", f"One-row head by format, dims {args.dims:,} vocab {args.vocab:,}", table_md, results)
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ def source_at(revision: str, name: str) -> str:
     the repository's history)."""
     if Path(revision).is_dir():
         return (Path(revision) / name).read_text()
-    return subprocess.run(["git", "show", f"{revision}:kernels/{name}"], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "show", f"{revision}:kernels/{name}"], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def variants(revision: str) -> dict[str, Path]:
@@ -90,8 +91,12 @@ def main() -> None:
         def make_args(i, rows=rows):
             return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
 
-        rounds(f"{kernel} {qtype} rows={rows}", lambda table=table, kernel=kernel: lambda x: head.HEADS[kernel](table, x, "cuda"),
-               make_args(0), [("table", make_args, table.data.nbytes)])
+        rounds(
+            f"{kernel} {qtype} rows={rows}",
+            lambda table=table, kernel=kernel: lambda x: head.HEADS[kernel](table, x, "cuda"),
+            make_args(0),
+            [("table", make_args, table.data.nbytes)],
+        )
 
 
 if __name__ == "__main__":

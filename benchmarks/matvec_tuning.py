@@ -39,8 +39,10 @@ def main() -> None:
     p.add_argument("--format", default="Q4_K", help="the table's format (bytedot: a quantized one)")
     args = p.parse_args()
     # the layouts beside ROWS: (VROWS, VALUES) or (VROWS, RUNS)
-    layouts = {"matvec": [(v, k) for v in (1, 2, 4, 8) for k in (8, 16, 32)],
-               "bytedot": [(v, r) for v in (2, 4, 8, 16) for r in (1, 2)]}[args.kernel]
+    layouts = {
+        "matvec": [(v, k) for v in (1, 2, 4, 8) for k in (8, 16, 32)],
+        "bytedot": [(v, r) for v in (2, 4, 8, 16) for r in (1, 2)],
+    }[args.kernel]
     third = {"matvec": "VALUES", "bytedot": "RUNS"}[args.kernel]
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
     backend = backends.select("auto")
@@ -55,22 +57,50 @@ def main() -> None:
                 if per_pass * vrows > 32:
                     continue
                 layout = {"MATVEC_ROWS": (per_pass,)}
-                layout |= ({"MATVEC_VROWS": {per_pass: vrows}, "MATVEC_VALUES": values} if args.kernel == "matvec" else
-                           {"BYTEDOT_VROWS": vrows, "BYTEDOT_VROWS_BY_FORMAT": {}, "BYTEDOT_RUNS": values})
+                layout |= (
+                    {"MATVEC_VROWS": {per_pass: vrows}, "MATVEC_VALUES": values}
+                    if args.kernel == "matvec"
+                    else {"BYTEDOT_VROWS": vrows, "BYTEDOT_VROWS_BY_FORMAT": {}, "BYTEDOT_RUNS": values}
+                )
                 call = lambda x: head.HEADS[args.kernel](table, x, backend)  # noqa: E731
                 with tuning.fixed(**layout):
                     one = median_seconds(lambda i, x=x: (x,), call, args.reps)
                     many = queued_seconds(lambda i, x=x: (x,), call, args.reps, QUEUED)[0]
                 streamed = table.nbytes * -(-n // per_pass)
-                records.append({"n": n, "rows": per_pass, "vrows": vrows, third.lower(): values, "seconds": one, "queued_seconds": many})
-                rows.append([n, per_pass, vrows, values, f"{one * 1e3:.3f}", f"{100 * streamed / one / copy:.0f}%",
-                             f"{many * 1e3:.3f}", f"{100 * streamed / many / copy:.0f}%"])
+                records.append(
+                    {
+                        "n": n,
+                        "rows": per_pass,
+                        "vrows": vrows,
+                        third.lower(): values,
+                        "seconds": one,
+                        "queued_seconds": many,
+                    }
+                )
+                rows.append(
+                    [
+                        n,
+                        per_pass,
+                        vrows,
+                        values,
+                        f"{one * 1e3:.3f}",
+                        f"{100 * streamed / one / copy:.0f}%",
+                        f"{many * 1e3:.3f}",
+                        f"{100 * streamed / many / copy:.0f}%",
+                    ]
+                )
                 print(*rows[-1], sep="\t", flush=True)
     md = markdown(["n", "ROWS", "VROWS", third, "ms", "of copy", f"ms, {QUEUED} queued", "of copy"], rows)
     md += f"\n\nx {args.dtype}; copy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy."
     stem = f"{args.kernel}_tuning" + ("" if args.format == "Q4_K" else f"_{args.format.lower()}")
-    print(save(stem, f"Streamed LM head ({args.kernel}, {args.format}): ROWS x VROWS x {third}", md,
-               {"copy_bytes_per_s": copy, "x": args.dtype, "format": args.format, "runs": records}))
+    print(
+        save(
+            stem,
+            f"Streamed LM head ({args.kernel}, {args.format}): ROWS x VROWS x {third}",
+            md,
+            {"copy_bytes_per_s": copy, "x": args.dtype, "format": args.format, "runs": records},
+        )
+    )
 
 
 if __name__ == "__main__":

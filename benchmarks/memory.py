@@ -16,10 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import mlx.core as mx
+from muser_mlx import Table, save_gguf
 
 from common import GLIMMER, markdown, random_q_bytes, save
-from muser_mlx import Table, save_gguf
 
 PROBE = r"""
 import gc, json, sys
@@ -45,6 +44,10 @@ print(json.dumps(dict(table_bytes=emb.table.nbytes, base=base, loaded=loaded, af
 """
 
 
+def mib(n: int) -> str:
+    return f"{n / 2**20:,.1f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dims", type=int, default=GLIMMER["dims"])
@@ -56,7 +59,6 @@ def main() -> None:
         del data
         out = subprocess.run([sys.executable, "-c", PROBE, str(path)], capture_output=True, text=True, check=True)
     m = json.loads(out.stdout.strip().splitlines()[-1])
-    mib = lambda n: f"{n / 2**20:,.1f}"
     rows = [
         ["table bytes (Q4_K)", mib(m["table_bytes"])],
         ["RSS growth: load", mib(m["loaded"] - m["base"])],
@@ -68,8 +70,14 @@ def main() -> None:
     ]
     table_md = markdown(["", "MiB"], rows)
     print(table_md)
-    print(save("memory", f"Resident memory of a loaded Q4_K table, dims {args.dims}, vocab {args.vocab}", table_md,
-               {"dims": args.dims, "vocab": args.vocab, **m}))
+    print(
+        save(
+            "memory",
+            f"Resident memory of a loaded Q4_K table, dims {args.dims}, vocab {args.vocab}",
+            table_md,
+            {"dims": args.dims, "vocab": args.vocab, **m},
+        )
+    )
 
 
 if __name__ == "__main__":

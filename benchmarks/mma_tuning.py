@@ -44,20 +44,33 @@ def main() -> None:
             for n in args.rows:
                 x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(getattr(mx, dtype))
                 # name -> (kernel, its tuning, passes over the table)
-                layouts = {f"{v} x {k}": (head.mma, {"MMA_VTILES": v, "MMA_XTILES": k}, -(-n // (MMA_COLS * k)))
-                           for v, k in TILES if k == 1 or n > MMA_COLS}
+                layouts = {
+                    f"{v} x {k}": (head.mma, {"MMA_VTILES": v, "MMA_XTILES": k}, -(-n // (MMA_COLS * k)))
+                    for v, k in TILES
+                    if k == 1 or n > MMA_COLS
+                }
                 layouts["matvec"] = (head.matvec, {}, -(-n // tuning.matvec_layout(n, dims)[0]))
                 for name, (kernel, layout, passes) in layouts.items():
                     with tuning.fixed(**layout):
                         call = lambda x, kernel=kernel, table=table: kernel(table, x, "cuda")  # noqa: E731
                         seconds = median_seconds(lambda i, x=x: (x,), call, args.reps)
                     runs.append(dict(format=qtype, x=dtype, n=n, layout=name, seconds=seconds))
-                    rows.append([qtype, dtype, n, name, f"{seconds * 1e3:.3f}",
-                                 f"{100 * table.nbytes * passes / seconds / copy:.0f}%"])
+                    rows.append(
+                        [
+                            qtype,
+                            dtype,
+                            n,
+                            name,
+                            f"{seconds * 1e3:.3f}",
+                            f"{100 * table.nbytes * passes / seconds / copy:.0f}%",
+                        ]
+                    )
                     print(*rows[-1], sep="\t", flush=True)
     md = markdown(["format", "x", "n", "VTILES x XTILES", "ms", "of copy"], rows)
-    md += (f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy "
-           "(matvec: ceil(n / ROWS) passes). Median of --reps calls, one per evaluation.")
+    md += (
+        f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s; 'of copy' = table bytes streamed / time / copy "
+        "(matvec: ceil(n / ROWS) passes). Median of --reps calls, one per evaluation."
+    )
     print(save("mma_tuning", "LM head on matrix units: VTILES x XTILES", md, {"copy_bytes_per_s": copy, "runs": runs}))
 
 

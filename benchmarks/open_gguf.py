@@ -80,8 +80,12 @@ print(json.dumps(dict(seconds=seconds, peak_growth=status("VmHWM") - before, nby
 
 
 def probe(how: str, path: Path, offset: int = 0, rows: int = 0, row_bytes: int = 0) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, how, str(path), str(offset), str(rows), str(row_bytes)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, how, str(path), str(offset), str(rows), str(row_bytes)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -117,7 +121,10 @@ def main() -> None:
     for r in range(args.reps):  # interleaved, the order reversed every other round: drift falls on all alike
         for w in ways[:: 1 if r % 2 == 0 else -1]:
             runs[w].append(probe(w, gemma, *place))
-            print(f"{w:<22} {runs[w][-1]['seconds'] * 1e3:8.1f} ms  peak +{mib(runs[w][-1]['peak_growth'])} MiB", flush=True)
+            print(
+                f"{w:<22} {runs[w][-1]['seconds'] * 1e3:8.1f} ms  peak +{mib(runs[w][-1]['peak_growth'])} MiB",
+                flush=True,
+            )
     for w in ("open_gguf: header only", "open_gguf + array(tokens)"):
         runs[w] = [probe(w, gemma) for _ in range(args.reps)]
     if not args.skip_gguf_py:
@@ -137,19 +144,33 @@ def main() -> None:
     peak = {w: max(x["peak_growth"] for x in v) for w, v in runs.items()}
     bound = t.nbytes * 1.25 + 64 * 2**20
     rows = [[w, f"{med[w] * 1e3:,.0f}", f"{med[w] / med['mmap copy']:.2f}x", mib(peak[w]), len(runs[w])] for w in runs]
-    table_md = markdown(["Gemma 3 270M (token_embd: 170 MiB)", "median ms", "vs mmap copy",
-                         "peak RSS growth, MiB (max)", "processes"], rows)
+    table_md = markdown(
+        ["Gemma 3 270M (token_embd: 170 MiB)", "median ms", "vs mmap copy", "peak RSS growth, MiB (max)", "processes"],
+        rows,
+    )
     ratio = med["from_gguf"] / med["mmap copy"]
     s_med, s_peak = statistics.median(x["seconds"] for x in strings), max(x["peak_growth"] for x in strings)
     figures = [
         ["from_gguf / mmap copy", f"{ratio:.2f}x", "at most 3x", "yes" if ratio <= 3 else "NO"],
-        ["from_gguf peak RSS growth", f"{mib(peak['from_gguf'])} MiB",
-         f"at most {mib(bound)} MiB (table + 25% + 64 MiB)", "yes" if peak["from_gguf"] <= bound else "NO"],
-        ["`muser-mlx inspect` (a process: Python, imports, header)", f"{statistics.median(inspect) * 1e3:,.0f} ms",
-         "under 1 s", "yes" if statistics.median(inspect) < 1 else "NO"],
+        [
+            "from_gguf peak RSS growth",
+            f"{mib(peak['from_gguf'])} MiB",
+            f"at most {mib(bound)} MiB (table + 25% + 64 MiB)",
+            "yes" if peak["from_gguf"] <= bound else "NO",
+        ],
+        [
+            "`muser-mlx inspect` (a process: Python, imports, header)",
+            f"{statistics.median(inspect) * 1e3:,.0f} ms",
+            "under 1 s",
+            "yes" if statistics.median(inspect) < 1 else "NO",
+        ],
         ["  of which `import muser_mlx.cli` alone", f"{statistics.median(imports) * 1e3:,.0f} ms", "", ""],
-        [f"1 M empty strings ({mib(strings_bytes)} MiB file): Table.from_gguf", f"{s_med * 1e3:,.0f} ms",
-         "under 1 s", "yes" if s_med < 1 else "NO"],
+        [
+            f"1 M empty strings ({mib(strings_bytes)} MiB file): Table.from_gguf",
+            f"{s_med * 1e3:,.0f} ms",
+            "under 1 s",
+            "yes" if s_med < 1 else "NO",
+        ],
         ["  its peak RSS growth", f"{mib(s_peak)} MiB", "under 100 MB", "yes" if s_peak < 100e6 else "NO"],
     ]
     if not args.skip_gguf_py:
@@ -158,10 +179,24 @@ def main() -> None:
     command = "PYTHONPATH=$PWD python benchmarks/open_gguf.py" + (" --skip-gguf-py" if args.skip_gguf_py else "")
     body = f"`{command}` (--reps {args.reps}; page cache warm)\n\n{table_md}\n\n{figures_md}"
     print(body)
-    print(save("open_gguf", "Opening Gemma 3 270M's token_embd, inspect, a million strings", body,
-               {"machine": machine(), "reps": args.reps, "table_bytes": t.nbytes, "runs": runs, "inspect_s": inspect,
-                "import_s": imports, "strings": strings, "strings_file_bytes": strings_bytes,
-                **({} if args.skip_gguf_py else {"strings_gguf_py_s": strings_gguf_py})}))
+    print(
+        save(
+            "open_gguf",
+            "Opening Gemma 3 270M's token_embd, inspect, a million strings",
+            body,
+            {
+                "machine": machine(),
+                "reps": args.reps,
+                "table_bytes": t.nbytes,
+                "runs": runs,
+                "inspect_s": inspect,
+                "import_s": imports,
+                "strings": strings,
+                "strings_file_bytes": strings_bytes,
+                **({} if args.skip_gguf_py else {"strings_gguf_py_s": strings_gguf_py}),
+            },
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,13 @@ def main() -> None:
             times[name].append(time.perf_counter() - t0)
     medians = {name: statistics.median(t) for name, t in times.items()}
     fastest = min(medians.values())
-    table = markdown(["lookup", "ms", "x fastest"], [[n, f"{s * 1e3:.2f}", f"{s / fastest:.1f}"] for n, s in medians.items()])
+    table = markdown(
+        ["lookup", "ms", "x fastest"], [[n, f"{s * 1e3:.2f}", f"{s / fastest:.1f}"] for n, s in medians.items()]
+    )
     table += f"\n\n{GROUPS:,} keys (uint16) into {POINTS:,} points; median of {args.reps} alternating evaluations."
-    print(save("ops_gathers", "Grid lookups in MLX ops", table, {"groups": GROUPS, "points": POINTS, "seconds": medians}))
+    print(
+        save("ops_gathers", "Grid lookups in MLX ops", table, {"groups": GROUPS, "points": POINTS, "seconds": medians})
+    )
 
 
 if __name__ == "__main__":

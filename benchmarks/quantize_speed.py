@@ -28,7 +28,7 @@ def cpu_name() -> str:
     """platform.processor(), or /proc/cpuinfo's model name where that is empty (Linux)."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
-        model = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("model name")), "")
+        model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "")
     except OSError:
         model = ""
     return platform.processor() or model or platform.machine()
@@ -54,11 +54,13 @@ def main() -> None:
         print(f"{r0 + n}/{args.rows} rows, {seconds:.1f} s", file=sys.stderr, flush=True)
 
     mb = args.rows * args.cols * 4 / 1e6
-    table = "\n".join([
-        "| qtype | rows | cols | seconds | MB/s (float32 in) | rows/s |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-        f"| Q4_K | {args.rows:,} | {args.cols:,} | {seconds:.1f} | {mb / seconds:.1f} | {args.rows / seconds:,.0f} |",
-    ])
+    table = "\n".join(
+        [
+            "| qtype | rows | cols | seconds | MB/s (float32 in) | rows/s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            f"| Q4_K | {args.rows:,} | {args.cols:,} | {seconds:.1f} | {mb / seconds:.1f} | {args.rows / seconds:,.0f} |",
+        ]
+    )
     print(table)
     lines = [
         "# Q4_K quantization speed (muser_mlx.quantize, NumPy, CPU)",

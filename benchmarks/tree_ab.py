@@ -65,7 +65,9 @@ def main() -> None:
     contenders = {
         "this tree": muser_mlx.Embedding.from_table(muser_mlx.Table.from_bytes(data, args.format, dims)),
         # a revision before Embedding.from_table took the table in its constructor
-        f"{args.against.name}": getattr(other.Embedding, "from_table", other.Embedding)(other.Table.from_bytes(data, args.format, dims)),
+        f"{args.against.name}": getattr(other.Embedding, "from_table", other.Embedding)(
+            other.Table.from_bytes(data, args.format, dims)
+        ),
         "nn.Embedding f16": dense,
     }
     probe = mx.arange(0, vocab, 997)

@@ -139,18 +139,22 @@ def run(path: Path, tied: bool = False, steps: int = 8, say=print) -> None:
     model = TinyLM(embed, tied=tied)
     ref = with_float_table(model, table, tied)
     n_params = sum(v.size for k, v in tree_flatten(model.parameters()) if not k.startswith("embed."))
-    say(f"model: {len(model.layers)} layers, dims {table.dims}, vocab {table.vocab}, "
+    say(
+        f"model: {len(model.layers)} layers, dims {table.dims}, vocab {table.vocab}, "
         f"{'tied head (embed.as_linear)' if tied else 'separate nn.Linear head'}, {n_params:,} float32 "
         f"parameters besides the table ({table.nbytes / 2**10:,.0f} KiB of {table.qtype}; "
-        f"{4 * table.vocab * table.dims / 2**10:,.0f} KiB as float32)")
+        f"{4 * table.vocab * table.dims / 2**10:,.0f} KiB as float32)"
+    )
 
     forward, forward_ref = mx.compile(model), mx.compile(ref)
     prompt = mx.array([[1, 17, 42, 7, table.vocab - 1]], dtype=mx.int32)
     t0 = time.perf_counter()
     logits = forward(prompt)
     mx.eval(logits)
-    say(f"forward (compiled) on {mx.default_device()}: ids {list(prompt.shape)} -> logits "
-        f"{list(logits.shape)} {logits.dtype} in {(time.perf_counter() - t0) * 1e3:.1f} ms (incl. compile)")
+    say(
+        f"forward (compiled) on {mx.default_device()}: ids {list(prompt.shape)} -> logits "
+        f"{list(logits.shape)} {logits.dtype} in {(time.perf_counter() - t0) * 1e3:.1f} ms (incl. compile)"
+    )
     logits_ref = forward_ref(prompt)
     diff = mx.abs(logits - logits_ref).max().item()
     same = mx.array_equal(logits, logits_ref).item()

@@ -66,10 +66,9 @@ def check_table(table) -> TableReport:
     fmt = table.format
     n_blocks = table.row_bytes // fmt.block_bytes
     step = max(1, CHUNK_FIELDS // (n_blocks * len(fmt.float_offsets)))
-    per_row = np.concatenate([
-        np.array(_bad_fields(table.data[r:r + step], fmt).sum(axis=1))
-        for r in range(0, table.vocab, step)
-    ])  # [vocab] bad blocks per row
+    per_row = np.concatenate(
+        [np.array(_bad_fields(table.data[r : r + step], fmt).sum(axis=1)) for r in range(0, table.vocab, step)]
+    )  # [vocab] bad blocks per row
     bad_rows = np.flatnonzero(per_row)
     listed = bad_rows[np.cumsum(per_row[bad_rows]) - per_row[bad_rows] < LISTED_BLOCKS]
     pairs = []

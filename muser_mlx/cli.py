@@ -28,13 +28,18 @@ def inspect(args) -> None:
         print(f"{f.path}")
         print(f"  architecture   {f.architecture or '(not set)'}")
         print(f"  tensor         {t.name}: {t.qtype}, ggml shape [{dims}, {vocab}] (dims, vocab)")
-        print(f"  row            {t.row_bytes:,} bytes = {dims // fmt.block_values} blocks "
-              f"of {fmt.block_bytes} bytes ({fmt.block_values} values each)")
+        print(
+            f"  row            {t.row_bytes:,} bytes = {dims // fmt.block_values} blocks "
+            f"of {fmt.block_bytes} bytes ({fmt.block_values} values each)"
+        )
         print(f"  held as        {_mib(t.nbytes)} ({8 * t.nbytes / values:.2f} bits per value)")
         print(f"  float16 copy   {_mib(2 * values)}  ({2 * values / t.nbytes:.1f}x)")
         print(f"  float32 copy   {_mib(4 * values)}  ({4 * values / t.nbytes:.1f}x)")
-        tied = {True: "yes: no output.weight, the LM head is token_embd.weight", False: "no: the file has output.weight",
-                None: "(not a model file: no blocks)"}[f.tied]
+        tied = {
+            True: "yes: no output.weight, the LM head is token_embd.weight",
+            False: "no: the file has output.weight",
+            None: "(not a model file: no blocks)",
+        }[f.tied]
         print(f"  tied head      {tied}")
         print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
         for g in gatherable_tensors(f):
@@ -49,7 +54,7 @@ def embed(args) -> None:
         print(f"saved {list(rows.shape)} {args.dtype} rows (as float32) to {args.out}")
     else:
         np.set_printoptions(precision=6, threshold=64, edgeitems=4, linewidth=100)
-        for i, row in zip(args.ids, np.array(rows.astype(mx.float32))):
+        for i, row in zip(args.ids, np.array(rows.astype(mx.float32)), strict=True):
             print(f"{i}: {row}")
 
 
@@ -69,14 +74,17 @@ def generate(args) -> None:
 
     model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
     response = None
-    for response in stream_generate(model, tokenizer, args.prompt, max_tokens=args.max_tokens,
-                                    sampler=make_sampler(args.temp)):
+    for response in stream_generate(
+        model, tokenizer, args.prompt, max_tokens=args.max_tokens, sampler=make_sampler(args.temp)
+    ):
         print(response.text, end="", flush=True)
     print()
     if response is not None:
-        print(f"prompt: {response.prompt_tokens} tokens, {response.prompt_tps:.1f} tokens/s; "
-              f"generation: {response.generation_tokens} tokens, {response.generation_tps:.1f} tokens/s; "
-              f"peak memory {response.peak_memory:.3f} GB")
+        print(
+            f"prompt: {response.prompt_tokens} tokens, {response.prompt_tps:.1f} tokens/s; "
+            f"generation: {response.generation_tokens} tokens, {response.generation_tps:.1f} tokens/s; "
+            f"peak memory {response.peak_memory:.3f} GB"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
     p.add_argument("--tensor", default="token_embd.weight")
     p.set_defaults(run=demo)
-    p = sub.add_parser("generate", help="run a GGUF model (llama, qwen2, qwen3, gemma3) in mlx-lm: text, tokens per second")
+    p = sub.add_parser(
+        "generate", help="run a GGUF model (llama, qwen2, qwen3, gemma3) in mlx-lm: text, tokens per second"
+    )
     p.add_argument("file", type=Path)
     p.add_argument("--prompt", required=True)
     p.add_argument("--max-tokens", type=int, default=100)

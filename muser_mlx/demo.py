@@ -29,10 +29,15 @@ def _make_file(folder: Path, say) -> Path:
     weights = rng.normal(0, 0.02, (VOCAB, DIMS)).astype(np.float32)
     t0 = time.perf_counter()
     q = quantize(weights, "Q4_K", progress=False)
-    say(f"quantized a float32 [{VOCAB}, {DIMS}] table ({weights.nbytes / 2**20:.0f} MiB) to Q4_K "
-        f"({q.nbytes / 2**20:.1f} MiB) in {_ms(time.perf_counter() - t0)}")
-    path = save_gguf(folder / "demo-Q4_K.gguf", {"token_embd.weight": Table.from_bytes(q, "Q4_K", DIMS)},
-                     {"general.name": "muser_mlx demo", "llama.embedding_length": DIMS})
+    say(
+        f"quantized a float32 [{VOCAB}, {DIMS}] table ({weights.nbytes / 2**20:.0f} MiB) to Q4_K "
+        f"({q.nbytes / 2**20:.1f} MiB) in {_ms(time.perf_counter() - t0)}"
+    )
+    path = save_gguf(
+        folder / "demo-Q4_K.gguf",
+        {"token_embd.weight": Table.from_bytes(q, "Q4_K", DIMS)},
+        {"general.name": "muser_mlx demo", "llama.embedding_length": DIMS},
+    )
     say(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MiB)")
     return path
 
@@ -46,16 +51,20 @@ def run(path: Path | None = None, tensor: str = "token_embd.weight", say=print) 
         t = emb.table
         say(f"loaded {t} in {_ms(time.perf_counter() - t0)} (header read once, bytes read straight into MLX memory)")
         f32 = 4 * t.vocab * t.dims
-        say(f"held: {t.nbytes / 2**20:.1f} MiB of {t.qtype} bytes; a float32 table would be "
-            f"{f32 / 2**20:.1f} MiB ({f32 / t.nbytes:.1f}x); MLX active memory {mx.get_active_memory() / 2**20:.1f} MiB")
+        say(
+            f"held: {t.nbytes / 2**20:.1f} MiB of {t.qtype} bytes; a float32 table would be "
+            f"{f32 / 2**20:.1f} MiB ({f32 / t.nbytes:.1f}x); MLX active memory {mx.get_active_memory() / 2**20:.1f} MiB"
+        )
 
         ids = mx.random.randint(0, t.vocab, (BATCH,), key=mx.random.key(1))
         t0 = time.perf_counter()
         rows = emb(ids)
         built = time.perf_counter() - t0
         mx.eval(rows)
-        say(f"looked up {BATCH} ids on {mx.default_device()} ({emb.table.qtype} -> float32 "
-            f"{list(rows.shape)}): graph built in {_ms(built)}, evaluated in {_ms(time.perf_counter() - t0 - built)}")
+        say(
+            f"looked up {BATCH} ids on {mx.default_device()} ({emb.table.qtype} -> float32 "
+            f"{list(rows.shape)}): graph built in {_ms(built)}, evaluated in {_ms(time.perf_counter() - t0 - built)}"
+        )
 
         with open_gguf(path) as f:
             raw = f.read(tensor)

@@ -26,7 +26,16 @@ from .gguf_header import TensorInfo, read_header
 from .gguf_io import open_regular
 from .gguf_values import ArrayInfo, StringInfo, parse_array
 
-__all__ = ["ArrayInfo", "GGUFFile", "StringInfo", "TensorInfo", "gatherable_tensors", "open_gguf", "opened", "table_tensor"]
+__all__ = [
+    "ArrayInfo",
+    "GGUFFile",
+    "StringInfo",
+    "TensorInfo",
+    "gatherable_tensors",
+    "open_gguf",
+    "opened",
+    "table_tensor",
+]
 
 MLX_MAX_DIM = 2**31 - 1  # MLX's shapes are int32
 
@@ -80,8 +89,9 @@ class GGUFFile:
         where = f"{self.path}: metadata {key!r}"
         if not isinstance(info, ArrayInfo):
             raise GGUFError(f"{where} is not an array but {type(info).__name__} {info!r}")
-        items, end = parse_array(self._read(info.offset, info.nbytes, f"metadata {key!r}"), 0, info.item_type,
-                                 info.count, where)
+        items, end = parse_array(
+            self._read(info.offset, info.nbytes, f"metadata {key!r}"), 0, info.item_type, info.count, where
+        )
         if end != info.nbytes:
             raise GGUFError(f"{where}: its items no longer fit its bytes; the file changed after it was opened")
         return items
@@ -112,7 +122,9 @@ class GGUFFile:
         t = self.tensors[name]
         out = memoryview(out)
         if out.readonly or not out.c_contiguous or out.nbytes != t.nbytes:
-            raise ValueError(f"tensor {name!r} needs a writable contiguous buffer of {t.nbytes} bytes, got {out.nbytes}")
+            raise ValueError(
+                f"tensor {name!r} needs a writable contiguous buffer of {t.nbytes} bytes, got {out.nbytes}"
+            )
         self._check_open()
         self._bytes.read_into(t.offset, out.cast("B"), f"tensor {name!r}")
 
@@ -134,8 +146,10 @@ class GGUFFile:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"GGUFFile({str(self.path)!r}, architecture={self.architecture!r}, "
-                f"{len(self.metadata)} keys, {len(self.tensors)} tensors)")
+        return (
+            f"GGUFFile({str(self.path)!r}, architecture={self.architecture!r}, "
+            f"{len(self.metadata)} keys, {len(self.tensors)} tensors)"
+        )
 
 
 def open_gguf(path: str | Path) -> GGUFFile:
@@ -163,8 +177,7 @@ def _table_problem(t: TensorInfo) -> str | None:
     if min(t.shape) < 1:
         return f"has shape {list(t.shape)}; dims and vocab must both be at least 1"
     if t.rows > MLX_MAX_DIM or t.row_bytes > MLX_MAX_DIM:
-        return (f"is {t.rows} rows of {t.row_bytes} bytes; MLX's array dimensions stop at 2**31 - 1 "
-                f"({MLX_MAX_DIM})")
+        return f"is {t.rows} rows of {t.row_bytes} bytes; MLX's array dimensions stop at 2**31 - 1 ({MLX_MAX_DIM})"
     return None
 
 
@@ -206,4 +219,6 @@ def gatherable_tensors(source: str | Path | GGUFFile) -> list[Gatherable]:
     """Every tensor (in file order) that ``Table.from_gguf`` can load: 2-D, of a supported
     format, a shape MLX can hold."""
     with opened(source) as f:
-        return [Gatherable(t.name, t.qtype, *t.shape, t.nbytes) for t in f.tensors.values() if _table_problem(t) is None]
+        return [
+            Gatherable(t.name, t.qtype, *t.shape, t.nbytes) for t in f.tensors.values() if _table_problem(t) is None
+        ]

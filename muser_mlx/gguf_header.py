@@ -133,10 +133,12 @@ class _Cursor:
         """A key or a tensor name: strict UTF-8 of at most MAX_NAME bytes."""
         n = self.u64(f"{what}'s length")
         if n > MAX_NAME:
-            raise unreadable(self.src.path, f"{what} at byte {self.pos} is {n} bytes long; at most {MAX_NAME} are allowed")
+            raise unreadable(
+                self.src.path, f"{what} at byte {self.pos} is {n} bytes long; at most {MAX_NAME} are allowed"
+            )
         i = self.take(n, what)
         try:
-            return self.buf[i:i + n].decode("utf-8")
+            return self.buf[i : i + n].decode("utf-8")
         except UnicodeDecodeError as e:
             raise unreadable(self.src.path, f"{what} at byte {self.pos - n} is not UTF-8 ({e})") from e
 
@@ -145,7 +147,7 @@ class _Cursor:
         if n > MAX_INLINE_STRING:
             return StringInfo(self.skip(n, what), n)
         i = self.take(n, what)
-        return self.buf[i:i + n].decode("utf-8", errors="replace")
+        return self.buf[i : i + n].decode("utf-8", errors="replace")
 
     def skip_strings(self, count: int, what: str) -> None:
         """Step over ``count`` strings, reading only their lengths."""
@@ -160,8 +162,9 @@ class _Cursor:
             self.pos = self.base + i
             if self.pos > self.src.size:
                 raise unreadable(
-                    self.src.path, f"{what}[{count - left - 1}] ends at byte {self.pos}, past the end of the file "
-                    f"({self.src.size} bytes)"
+                    self.src.path,
+                    f"{what}[{count - left - 1}] ends at byte {self.pos}, past the end of the file "
+                    f"({self.src.size} bytes)",
                 )
 
     def value(self, vtype: int, what: str):
@@ -218,15 +221,27 @@ def _tensor_info(cur: _Cursor, index: int, seen: dict) -> tuple[str, tuple[int, 
     return name, tuple(shape), ggml_type, offset
 
 
-def _placed(name: str, shape: tuple[int, ...], ggml_type: int, offset: int, header_end: int,
-            alignment: int, size: int, path: Path) -> TensorInfo:
+def _placed(
+    name: str,
+    shape: tuple[int, ...],
+    ggml_type: int,
+    offset: int,
+    header_end: int,
+    alignment: int,
+    size: int,
+    path: Path,
+) -> TensorInfo:
     """The TensorInfo, once its rows are whole blocks and its bytes lie aligned inside the file."""
     qtype, block_values, block_bytes = GGML_TYPES[ggml_type]
     ne0 = shape[0] if shape else 1
     if ne0 % block_values:
-        raise GGUFError(f"{path}: tensor {name!r}: ne0 {ne0} is not a multiple of the {qtype} block of {block_values} values")
+        raise GGUFError(
+            f"{path}: tensor {name!r}: ne0 {ne0} is not a multiple of the {qtype} block of {block_values} values"
+        )
     if offset % alignment:
-        raise GGUFError(f"{path}: tensor {name!r}: data offset {offset} is not a multiple of the file's alignment {alignment}")
+        raise GGUFError(
+            f"{path}: tensor {name!r}: data offset {offset} is not a multiple of the file's alignment {alignment}"
+        )
     rows, row_bytes = math.prod(shape[1:]), ne0 // block_values * block_bytes
     start, nbytes = header_end + offset, rows * row_bytes
     if start + nbytes > size:
@@ -253,7 +268,7 @@ def read_header(src: FileBytes) -> Header:
     if src.size == 0:
         raise unreadable(path, "it is empty")
     i = cur.take(min(4, src.size), "magic")
-    magic = bytes(cur.buf[i:i + 4])
+    magic = bytes(cur.buf[i : i + 4])
     if magic != MAGIC:
         raise unreadable(path, f"it starts with {magic!r}, not {MAGIC!r}")
     version = cur.u32("version")
@@ -262,8 +277,9 @@ def read_header(src: FileBytes) -> Header:
     if version not in VERSIONS:
         raise unreadable(path, f"GGUF version {version}; supported versions: {', '.join(map(str, VERSIONS))}")
     n_tensors, n_kv = cur.u64("tensor count"), cur.u64("metadata count")
-    cur.need(MIN_KV_BYTES * n_kv + MIN_TENSOR_INFO_BYTES * n_tensors,
-             f"{n_kv} metadata entries and {n_tensors} tensor infos")
+    cur.need(
+        MIN_KV_BYTES * n_kv + MIN_TENSOR_INFO_BYTES * n_tensors, f"{n_kv} metadata entries and {n_tensors} tensor infos"
+    )
     metadata: dict = {}
     alignment = GGUF_DEFAULT_ALIGNMENT
     for i in range(n_kv):

@@ -36,7 +36,7 @@ class FileBytes:
             with self._lock:
                 self.file.seek(offset)
                 while done < len(out):
-                    n = self.file.readinto(out[done:done + READ_CHUNK])
+                    n = self.file.readinto(out[done : done + READ_CHUNK])
                     if not n:
                         raise GGUFError(
                             f"{self.path}: {what}: the file ends at byte {offset + done}, {len(out) - done} "

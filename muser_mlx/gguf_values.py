@@ -20,11 +20,16 @@ MAX_INLINE_STRING = 1 << 20  # bytes: a longer metadata string stays in the file
 
 # Each fixed-size value type as a little-endian struct; an array of them reads as np.dtype(format).
 SCALARS = {
-    GGUFValueType.UINT8: struct.Struct("<B"), GGUFValueType.INT8: struct.Struct("<b"),
-    GGUFValueType.UINT16: struct.Struct("<H"), GGUFValueType.INT16: struct.Struct("<h"),
-    GGUFValueType.UINT32: struct.Struct("<I"), GGUFValueType.INT32: struct.Struct("<i"),
-    GGUFValueType.UINT64: struct.Struct("<Q"), GGUFValueType.INT64: struct.Struct("<q"),
-    GGUFValueType.FLOAT32: struct.Struct("<f"), GGUFValueType.FLOAT64: struct.Struct("<d"),
+    GGUFValueType.UINT8: struct.Struct("<B"),
+    GGUFValueType.INT8: struct.Struct("<b"),
+    GGUFValueType.UINT16: struct.Struct("<H"),
+    GGUFValueType.INT16: struct.Struct("<h"),
+    GGUFValueType.UINT32: struct.Struct("<I"),
+    GGUFValueType.INT32: struct.Struct("<i"),
+    GGUFValueType.UINT64: struct.Struct("<Q"),
+    GGUFValueType.INT64: struct.Struct("<q"),
+    GGUFValueType.FLOAT32: struct.Struct("<f"),
+    GGUFValueType.FLOAT64: struct.Struct("<d"),
     GGUFValueType.BOOL: struct.Struct("<?"),
 }
 U32, U64 = SCALARS[GGUFValueType.UINT32], SCALARS[GGUFValueType.UINT64]
@@ -65,7 +70,11 @@ def parse_array(buf: bytearray, at: int, item_type: int, count: int, where: str,
             raise _changed(where)
         items = np.frombuffer(buf, np.dtype(scalar.format), count, at)
         return (items != 0 if item_type == GGUFValueType.BOOL else items), end
-    if item_type not in MIN_ITEM_BYTES or depth >= MAX_ARRAY_NESTING or at + MIN_ITEM_BYTES[item_type] * count > len(buf):
+    if (
+        item_type not in MIN_ITEM_BYTES
+        or depth >= MAX_ARRAY_NESTING
+        or at + MIN_ITEM_BYTES[item_type] * count > len(buf)
+    ):
         raise _changed(where)
     out: list = []
     if item_type == GGUFValueType.STRING:
@@ -77,7 +86,7 @@ def parse_array(buf: bytearray, at: int, item_type: int, count: int, where: str,
             at += 8
             if at + n > size:
                 raise _changed(where)
-            append(buf[at:at + n].decode("utf-8", errors="replace"))
+            append(buf[at : at + n].decode("utf-8", errors="replace"))
             at += n
         return out, at
     for _ in range(count):

@@ -45,9 +45,7 @@ def host_ids(ids, vocab: int) -> mx.array:
     return mx.array(array.astype(np.int32))
 
 
-INTEGER_DTYPES = frozenset(
-    (mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64)
-)
+INTEGER_DTYPES = frozenset((mx.int8, mx.int16, mx.int32, mx.int64, mx.uint8, mx.uint16, mx.uint32, mx.uint64))
 
 
 def check_dtype(dtype: mx.Dtype) -> None:

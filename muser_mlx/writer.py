@@ -19,7 +19,9 @@ def _adder(value) -> str | None:
     return _ADDERS.get(type(value))
 
 
-def save_gguf(path: str | Path, tables: dict[str, Table], metadata: dict | None = None, architecture: str = "llama") -> Path:
+def save_gguf(
+    path: str | Path, tables: dict[str, Table], metadata: dict | None = None, architecture: str = "llama"
+) -> Path:
     """Write ``{tensor name: Table}`` and ``metadata`` (``{key: bool | int | float | str}``) to a
     GGUF at ``path``, readable by ``gguf.GGUFReader``, llama.cpp and ``Table.from_gguf``.
 
@@ -31,7 +33,9 @@ def save_gguf(path: str | Path, tables: dict[str, Table], metadata: dict | None 
     for key, value in (metadata or {}).items():
         adder = _adder(value)
         if adder is None:
-            raise TypeError(f"metadata {key!r}: {type(value).__name__} values are not supported (bool, int, float, str)")
+            raise TypeError(
+                f"metadata {key!r}: {type(value).__name__} values are not supported (bool, int, float, str)"
+            )
         getattr(writer, adder)(key, value)
     for name, table in tables.items():
         writer.add_tensor(name, np.array(table.data), raw_dtype=gguf.GGMLQuantizationType[table.qtype])

@@ -88,11 +88,13 @@ def map_float_fields(blocks: np.ndarray, qtype: str, fn) -> np.ndarray:
     fmt = FORMATS[qtype]
     kind = FLOAT_KINDS[fmt.float_kind]
     size = kind.word.size
-    words = np.stack([np.ascontiguousarray(blocks[:, off:off + size]).view(f"<u{size}")[:, 0]
-                      for off in fmt.float_offsets], axis=-1)  # [n, len(float_offsets)]
+    words = np.stack(
+        [np.ascontiguousarray(blocks[:, off : off + size]).view(f"<u{size}")[:, 0] for off in fmt.float_offsets],
+        axis=-1,
+    )  # [n, len(float_offsets)]
     words = fmt.spread_float_fields(words, fn(fmt.float_fields(words), kind))
     for k, off in enumerate(fmt.float_offsets):
-        blocks[:, off:off + size] = words[:, k:k + 1].astype(f"<u{size}").view(np.uint8)
+        blocks[:, off : off + size] = words[:, k : k + 1].astype(f"<u{size}").view(np.uint8)
     return blocks
 
 
@@ -138,7 +140,9 @@ def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32)
     got, want = np.array(mx.view(out, width)), np.array(mx.view(expected, width))
     if not np.array_equal(got, want):
         bad = np.argwhere(got != want)[0]
-        raise AssertionError(f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}")
+        raise AssertionError(
+            f"first difference at {tuple(bad)}: got bits {got[tuple(bad)]:#x}, want {want[tuple(bad)]:#x}"
+        )
 
 
 def write_gguf(path, tensors: dict, arch="llama", metadata=None):
@@ -180,4 +184,3 @@ def q4k_table() -> tuple[Table, np.ndarray]:
     """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
     data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
     return Table.from_bytes(data, "Q4_K", 512), data
-

@@ -146,7 +146,7 @@ def mutate(data: bytes, ops) -> bytes:
             break
         kind, pos = op[0], op[1]
         if kind == "truncate":
-            del buf[pos % (len(buf) + 1):]
+            del buf[pos % (len(buf) + 1) :]
             continue
         pos %= len(buf)
         if kind == "flip":
@@ -156,14 +156,16 @@ def mutate(data: bytes, ops) -> bytes:
         else:
             width = 4 if kind == "u32" else 8
             value = (op[2] % 2**32) if width == 4 else op[2]
-            buf[pos:pos + width] = struct.pack("<I" if width == 4 else "<Q", value)[: len(buf) - pos]
+            buf[pos : pos + width] = struct.pack("<I" if width == 4 else "<Q", value)[: len(buf) - pos]
     return bytes(buf)
 
 
 def same_floats(got: np.ndarray, want: np.ndarray) -> bool:
     """float32 arrays equal bit for bit, except that any NaN matches any NaN."""
     nan = np.isnan(want)
-    return bool(np.array_equal(np.isnan(got), nan) and np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan]))
+    return bool(
+        np.array_equal(np.isnan(got), nan) and np.array_equal(got.view(np.uint32)[~nan], want.view(np.uint32)[~nan])
+    )
 
 
 def gguf_py_value(field):

@@ -171,8 +171,15 @@ def _run_gather(lib: ctypes.CDLL, table, ids: np.ndarray, dtype: mx.Dtype, rows_
     groups = table.dims // tuning.gather_values(table.dims)
     width = -(-groups // 32) * 32  # like CUDA's whole blocks: threads past the last group idle
     height = rows_in_flight or max(ids.size, 1)
-    lib.run(_ptr(_host(table.data)), _ptr(ids), _ptr(shape), ctypes.c_int(shape.size), _ptr(out),
-            ctypes.c_uint32(width), ctypes.c_uint32(height))
+    lib.run(
+        _ptr(_host(table.data)),
+        _ptr(ids),
+        _ptr(shape),
+        ctypes.c_int(shape.size),
+        _ptr(out),
+        ctypes.c_uint32(width),
+        ctypes.c_uint32(height),
+    )
     return _result(out, dtype)
 
 
@@ -209,15 +216,17 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def _run_matvec(lib: ctypes.CDLL, table, x: mx.array, warps: int | None, launch: Launch,
-                operand: mx.array | None = None) -> mx.array:
+def _run_matvec(
+    lib: ctypes.CDLL, table, x: mx.array, warps: int | None, launch: Launch, operand: mx.array | None = None
+) -> mx.array:
     """Run a streaming kernel on x (read as ``operand``, default x itself): ``warps`` warps
     (default: the package's grid, ``launch``'s)."""
     out = np.empty((x.shape[0], table.vocab), C_TYPES[x.dtype][1])
     threads = warps * WARP if warps else launch.grid[0]
     operand = x if operand is None else operand
-    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(operand)), ctypes.c_uint32(x.shape[0]), _ptr(out),
-                 ctypes.c_uint32(threads))
+    ok = lib.run(
+        _ptr(_host(table.data)), _ptr(_host(operand)), ctypes.c_uint32(x.shape[0]), _ptr(out), ctypes.c_uint32(threads)
+    )
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_sum calls"
     return _result(out, x.dtype)
 
@@ -248,8 +257,9 @@ def cpu_x_runs(table, x: mx.array) -> mx.array:
     x_type, planes = C_TYPES[x.dtype][0], x_planes(x.dtype)
     runs = np.zeros((x.shape[0], table.dims // 16, x_run_words(planes)), np.uint32)
     call = f"muser::x_runs<{planes}>((const {x_type}*)x, n_runs, (uint32_t*)runs, t)"
-    _cpu_lib("xruns.h", _XRUNS_RUN.format(call=call)).run(_ptr(_host(x)), ctypes.c_uint32(runs.shape[0] * runs.shape[1]),
-                                                            _ptr(runs))
+    _cpu_lib("xruns.h", _XRUNS_RUN.format(call=call)).run(
+        _ptr(_host(x)), ctypes.c_uint32(runs.shape[0] * runs.shape[1]), _ptr(runs)
+    )
     return mx.array(runs)
 
 
@@ -291,12 +301,20 @@ def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
     xh, x_sums = mma_operands(x, launch.output_shape[0])
     h_type, out_type = C_TYPES[xh.dtype][0], C_TYPES[x.dtype][0]
     args = _template_args(launch, "DIMS", "VOCAB", "PARTS", "VTILES", "XTILES")
-    call = (f"muser::mma_matvec<{args}>((const uint8_t*)table, (const {h_type}*)xh, (const float*)x_sums, n, "
-            f"({out_type}*)out, t, grid)")
+    call = (
+        f"muser::mma_matvec<{args}>((const uint8_t*)table, (const {h_type}*)xh, (const float*)x_sums, n, "
+        f"({out_type}*)out, t, grid)"
+    )
     lib = _cpu_lib("mma.h", _MMA_RUN.format(call=call))
     out = np.empty((xh.shape[1], table.vocab), C_TYPES[x.dtype][1])
     threads = warps * WARP if warps else launch.grid[0]
-    ok = lib.run(_ptr(_host(table.data)), _ptr(_host(xh)), _ptr(_host(x_sums)), ctypes.c_uint32(xh.shape[1]), _ptr(out),
-                 ctypes.c_uint32(threads))
+    ok = lib.run(
+        _ptr(_host(table.data)),
+        _ptr(_host(xh)),
+        _ptr(_host(x_sums)),
+        ctypes.c_uint32(xh.shape[1]),
+        _ptr(out),
+        ctypes.c_uint32(threads),
+    )
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_mma calls"
     return _result(out[: x.shape[0]], x.dtype)

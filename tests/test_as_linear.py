@@ -115,8 +115,12 @@ def test_cpu_mma_kernel(problem, warps, tiles):
 
 
 @settings(deadline=None, max_examples=10)
-@given(problems(max_vocab=40, max_rows=11, ndims=(2,), qtypes=QUANTIZED), st.integers(1, 3), st.sampled_from([2, 4, 8]),
-       st.sampled_from([1, 2]))
+@given(
+    problems(max_vocab=40, max_rows=11, ndims=(2,), qtypes=QUANTIZED),
+    st.integers(1, 3),
+    st.sampled_from([2, 4, 8]),
+    st.sampled_from([1, 2]),
+)
 def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
     """kernels/bytedot.h, CPU dialect (dp4a emulated): grid-stride and idle warps, every pass
     width, both lane layouts (RUNS 2 where dims allow), VROWS capped at 32 / ROWS."""
@@ -165,7 +169,13 @@ def decoded_records(records: np.ndarray, planes: int) -> tuple[np.ndarray, ...]:
 
 
 @settings(deadline=None, max_examples=30)
-@given(st.integers(1, 3), st.integers(1, 3), st.sampled_from(list(X_DTYPES)), st.integers(-20, 20), st.integers(0, 2**32 - 1))
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.sampled_from(list(X_DTYPES)),
+    st.integers(-20, 20),
+    st.integers(0, 2**32 - 1),
+)
 def test_x_runs_hold_each_run_as_integers_of_a_power_of_two_unit(n, blocks, dtype, scale, seed):
     """kernels/xruns.h (CPU dialect), x spread over 2^+-30 (float16: 2^+-6) within runs: per run
     of 16 values, unit is a power of two, X = rint(x / unit) exactly, so each x is off by at most
@@ -202,8 +212,13 @@ def test_bytedot_non_finite_x_gives_nan_logits():
 
 
 @settings(deadline=None, max_examples=50)
-@given(st.lists(st.floats(-(2.0**100), 2.0**100, width=32).filter(lambda v: v == 0 or abs(v) > 2.0**-100),
-                min_size=16, max_size=16))
+@given(
+    st.lists(
+        st.floats(-(2.0**100), 2.0**100, width=32).filter(lambda v: v == 0 or abs(v) > 2.0**-100),
+        min_size=16,
+        max_size=16,
+    )
+)
 def test_float32_x_is_three_exact_bfloat16_terms(values):
     """The matrix units take float32 x as bfloat16 terms that sum to it exactly."""
     x = mx.array(np.array(values, np.float32).reshape(1, 16))
@@ -233,7 +248,12 @@ def test_real_table_relative_error(rows):
     W = dequantized(np.array(table.data), table.qtype)
     x = mx.array(np.random.default_rng(rows).standard_normal((rows, table.dims)).astype(np.float32))
     ref = np.array(x).astype(np.float64) @ W.T
-    for out in (as_linear(table, x), cpu_matvec(table, x, warps=4), cpu_mma(table, x, warps=4), cpu_bytedot(table, x, warps=4)):
+    for out in (
+        as_linear(table, x),
+        cpu_matvec(table, x, warps=4),
+        cpu_mma(table, x, warps=4),
+        cpu_bytedot(table, x, warps=4),
+    ):
         err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
         assert np.all(err / np.abs(ref).max(axis=1) < 1e-5)
 
@@ -251,7 +271,11 @@ def test_every_format_on_every_head_path(capfd, qtype):
         table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
         for rows, dtype in ((1, mx.float16), (9, mx.float32)):
             x = mx.array(rng.standard_normal((rows, 512)).astype(np.float32)).astype(dtype)
-            heads = [as_linear(table, x, backend="ops"), cpu_matvec(table, x, warps=2), metal_matvec(table, x, capfd, 2)]
+            heads = [
+                as_linear(table, x, backend="ops"),
+                cpu_matvec(table, x, warps=2),
+                metal_matvec(table, x, capfd, 2),
+            ]
             if table.format.quantized:
                 heads += [cpu_bytedot(table, x, warps=2), cpu_mma(table, x, warps=1)]
             for out in heads:
@@ -277,9 +301,14 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(q4k, first, dtype, "ops") == "tiled"
         assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == "tiled"
     assert tuning.MMA_MIN_ROWS[mx.float32] > tuning.MMA_MIN_ROWS[mx.float16] > 1
-    cases = [(q4k, 1, mx.float16, "cuda", "bytedot"), (q4k, 2, mx.float16, "cuda", "mma"),
-             (q4k, 2, mx.float32, "cuda", "matvec"), (f16, 1, mx.float16, "cuda", "matvec"),
-             (q4k, 1, mx.float16, "metal", "matvec"), (q4k, 2, mx.float16, "metal", "matvec")]
+    cases = [
+        (q4k, 1, mx.float16, "cuda", "bytedot"),
+        (q4k, 2, mx.float16, "cuda", "mma"),
+        (q4k, 2, mx.float32, "cuda", "matvec"),
+        (f16, 1, mx.float16, "cuda", "matvec"),
+        (q4k, 1, mx.float16, "metal", "matvec"),
+        (q4k, 2, mx.float16, "metal", "matvec"),
+    ]
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 7)
@@ -417,7 +446,9 @@ def test_gpu_table_from_a_misaligned_view(offset):
     x = mx.array(rng.standard_normal((3, 512)).astype(np.float32))
     assert_close(as_linear(table, x), x, dequantized(data, "Q4_K"))
     ids = np.arange(40)
-    assert np.array_equal(np.array(Embedding.from_table(table)(mx.array(ids))), dequantized(data, "Q4_K")[ids].astype(np.float32))
+    assert np.array_equal(
+        np.array(Embedding.from_table(table)(mx.array(ids))), dequantized(data, "Q4_K")[ids].astype(np.float32)
+    )
 
 
 def write_gguf(path, with_head: bool):

@@ -54,6 +54,7 @@ def raises_gguf_error(path, match: str | None = None) -> GGUFError:
 
 # ------------------------------------------------------------------ not a GGUF at all
 
+
 @pytest.mark.parametrize("content", [b"", b"hello, I am a text file\n", b"GGU", b"GGUF", os.urandom(4096)])
 def test_not_a_gguf(tmp_path, content):
     path = tmp_path / "x.gguf"
@@ -74,6 +75,7 @@ def test_folder_and_fifo_are_refused_without_opening(tmp_path):
 
 
 # ------------------------------------------------------------------ header
+
 
 def test_wrong_magic(good):
     patch(good, 0, "4s", b"GGML")
@@ -113,6 +115,7 @@ def test_truncated_at_every_byte(good, tmp_path):
 
 
 # ------------------------------------------------------------------ metadata
+
 
 @pytest.mark.parametrize("length", [2**64 - 1, 2**40, 5000])
 def test_key_length_past_the_end(good, length):
@@ -169,6 +172,7 @@ def test_deeply_nested_arrays(good):
 
 
 # ------------------------------------------------------------------ tensor infos
+
 
 def test_tensor_offset_past_the_end(good):
     patch(good, tensor_info_offsets(good)["offset"], "Q", 2**63)
@@ -245,6 +249,7 @@ def test_bad_tensor_type(good, ggml_type):
 
 
 # ------------------------------------------------------------------ files on disk
+
 
 def test_read_only_file_and_folder(tmp_path):
     folder = tmp_path / "ro"
@@ -379,6 +384,7 @@ def test_file_truncated_while_the_table_is_read(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ files that are costly to read naively
 
+
 def traced_peak(fn):
     """(fn(), the peak bytes Python allocated while it ran)."""
     tracemalloc.start()
@@ -453,6 +459,7 @@ def test_folder_that_may_not_be_searched(tmp_path):
 
 # ------------------------------------------------------------------ memory, NaN scales
 
+
 def test_table_larger_than_memory(good, monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: 100)
     e = raises_gguf_error(good, "more than the host's available memory")
@@ -477,6 +484,7 @@ def test_check_at_load_names_the_bad_rows(good):
 
 # ------------------------------------------------------------------ any corruption
 
+
 def ops(size_hint: int):
     """Corruptions, mostly in the first ``size_hint`` bytes (header, metadata, tensor infos)."""
     pos = st.one_of(st.integers(0, size_hint), st.integers(0, 4 * size_hint))
@@ -484,11 +492,15 @@ def ops(size_hint: int):
         st.one_of(
             st.tuples(st.just("flip"), pos, st.integers(0, 7)),
             st.tuples(st.just("byte"), pos, st.integers(0, 255)),
-            st.tuples(st.sampled_from(["u32", "u64"]), pos,
-                      st.one_of(st.sampled_from(INTERESTING_U64), st.integers(0, 2**64 - 1))),
+            st.tuples(
+                st.sampled_from(["u32", "u64"]),
+                pos,
+                st.one_of(st.sampled_from(INTERESTING_U64), st.integers(0, 2**64 - 1)),
+            ),
             st.tuples(st.just("truncate"), st.integers(0, 4 * size_hint)),
         ),
-        min_size=1, max_size=4,
+        min_size=1,
+        max_size=4,
     )
 
 

@@ -19,12 +19,20 @@ from conftest import random_table_bytes
 def test_every_format_names_aligned_float_fields_inside_its_block():
     for fmt in FORMATS.values():
         width = FLOAT_KINDS[fmt.float_kind].word.size
-        assert fmt.float_offsets and all(off % width == 0 and off + width <= fmt.block_bytes for off in fmt.float_offsets)
+        assert fmt.float_offsets and all(
+            off % width == 0 and off + width <= fmt.block_bytes for off in fmt.float_offsets
+        )
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(sorted(FORMATS)), st.integers(1, 30), st.integers(1, 3), st.integers(0, 2**32 - 1), st.integers(0, 60),
-       st.sampled_from([1, 7, check.CHUNK_FIELDS]))
+@given(
+    st.sampled_from(sorted(FORMATS)),
+    st.integers(1, 30),
+    st.integers(1, 3),
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 60),
+    st.sampled_from([1, 7, check.CHUNK_FIELDS]),
+)
 def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, n_bad, chunk_fields):
     fmt = FORMATS[qtype]
     dims = fmt.block_values * blocks_per_row * (1 if fmt.block_values > 1 else 8)
@@ -36,7 +44,7 @@ def test_bad_blocks_are_the_non_finite_ones(qtype, vocab, blocks_per_row, seed, 
     blocks = data.reshape(vocab, -1, fmt.block_bytes)
     for _ in range(n_bad):  # exponent all ones: Inf, or NaN where the mantissa is not 0
         r, b, off = rng.integers(vocab), rng.integers(blocks.shape[1]), offsets[rng.integers(len(offsets))]
-        field = blocks[r, b, off:off + width].view(f"<u{width}")
+        field = blocks[r, b, off : off + width].view(f"<u{width}")
         field |= exponent
     with patch.object(check, "CHUNK_FIELDS", chunk_fields):  # also several rows per MLX step
         report = check_table(Table.from_bytes(data, qtype, dims))

@@ -50,8 +50,19 @@ def test_generate_prints_the_text_and_tokens_per_second(capsys):
     import json
 
     expected = json.loads(fixture("llamacpp/ollama-llama-2-tiny-random.json").read_text())["prompts"][0]
-    assert main(["generate", str(fixture("ollama-llama-2-tiny-random.gguf")), "--prompt", expected["text"],
-                 "--max-tokens", "6"]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                str(fixture("ollama-llama-2-tiny-random.gguf")),
+                "--prompt",
+                expected["text"],
+                "--max-tokens",
+                "6",
+            ]
+        )
+        == 0
+    )
     text, stats = capsys.readouterr().out.rstrip("\n").rsplit("\n", 1)
     assert expected["completion"].startswith(expected["text"] + text)
     assert "generation: 6 tokens" in stats and "tokens/s" in stats

@@ -22,13 +22,16 @@ def test_notebook_runs_from_a_clean_kernel(tmp_path, monkeypatch):
     spec = tmp_path / "jupyter" / "kernels" / "muser-mlx-test"
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "muser_mlx test", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "muser_mlx test", "language": "python"})
+    )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("MUSER_MLX_NOTEBOOK_IMAGES", str(tmp_path / "images"))  # leave examples/images alone
 
     nb = nbformat.read(EXAMPLES / "embedding_tour.ipynb", as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="muser-mlx-test", timeout=300,
-                                     resources={"metadata": {"path": str(EXAMPLES)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="muser-mlx-test", timeout=300, resources={"metadata": {"path": str(EXAMPLES)}}
+    )
     client.execute()  # raises CellExecutionError on the first cell that fails
 
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -38,11 +41,17 @@ def test_notebook_runs_from_a_clean_kernel(tmp_path, monkeypatch):
     assert "gemma3_text.Model: 268,098,176 parameters" in text and "The capital of France is the capital of" in text
     assert sum(o.output_type == "display_data" for c in nb.cells if c.cell_type == "code" for o in c.outputs) == 4
     assert sorted(p.name for p in (tmp_path / "images").iterdir()) == [
-        "dequant_error.png", "lookup_time.png", "memory.png", "q4k_block.png"]
+        "dequant_error.png",
+        "lookup_time.png",
+        "memory.png",
+        "q4k_block.png",
+    ]
 
 
 def test_tiny_model_script():
-    result = subprocess.run([sys.executable, str(EXAMPLES / "tiny_model.py")], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "tiny_model.py")], capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert "bit-identical: True" in result.stdout
     assert "same tokens as the float-table model: True" in result.stdout
@@ -75,8 +84,9 @@ def test_gemma_example(gemma_path):
 
     if "Q5_0" not in FORMATS:
         pytest.skip("Gemma 3 270M's projections are Q5_0, not among muser_mlx.FORMATS in this tree")
-    result = subprocess.run([sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "4"],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "gemma.py"), "--max-tokens", "4"], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr
     assert "gemma3_text.Model" in result.stdout and "as float16" in result.stdout
     assert "The capital of France is the capital of" in result.stdout and "tokens/s" in result.stdout

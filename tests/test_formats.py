@@ -191,7 +191,7 @@ def test_every_scale_byte_of_the_fp4_formats(capfd, qtype):
     ids = np.arange(table.vocab, dtype=np.int32)
     with np.errstate(over="ignore"):
         expected = reference(blocks, qtype, ids)
-    assert (np.isinf(expected).any() if qtype == "MXFP4" else np.isfinite(expected).all())
+    assert np.isinf(expected).any() if qtype == "MXFP4" else np.isfinite(expected).all()
     for dtype in (mx.float32, mx.float16):
         assert_bits_equal(embedding(table, ids, dtype, backend="ops"), expected, dtype)
     if CXX is not None:

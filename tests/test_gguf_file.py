@@ -19,8 +19,14 @@ from muser_mlx.gguf_values import MAX_INLINE_STRING
 from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf
 from gguf_files import RawGGUF, assert_same_header, patch
 
-FIXTURE_FILES = ["tiny-llama-Q4_K_M.gguf", "tiny-llama-Q8_0.gguf", "tiny-llama-f16.gguf",
-                 "ollama-llama-2-tiny-random.gguf", "types/IQ2_XXS.gguf", "types/MXFP4.gguf"]
+FIXTURE_FILES = [
+    "tiny-llama-Q4_K_M.gguf",
+    "tiny-llama-Q8_0.gguf",
+    "tiny-llama-f16.gguf",
+    "ollama-llama-2-tiny-random.gguf",
+    "types/IQ2_XXS.gguf",
+    "types/MXFP4.gguf",
+]
 
 
 @pytest.mark.parametrize("name", FIXTURE_FILES)
@@ -34,9 +40,19 @@ def test_header_matches_gguf_py(name):
 
 
 T = gguf.GGUFValueType
-SCALARS = {"u8": (T.UINT8, 200), "i8": (T.INT8, -100), "u16": (T.UINT16, 60000), "i16": (T.INT16, -30000),
-           "u32": (T.UINT32, 2**32 - 1), "i32": (T.INT32, -2**31), "u64": (T.UINT64, 2**64 - 1),
-           "i64": (T.INT64, -2**63), "f32": (T.FLOAT32, 0.5), "f64": (T.FLOAT64, 0.1), "yes": (T.BOOL, True)}
+SCALARS = {
+    "u8": (T.UINT8, 200),
+    "i8": (T.INT8, -100),
+    "u16": (T.UINT16, 60000),
+    "i16": (T.INT16, -30000),
+    "u32": (T.UINT32, 2**32 - 1),
+    "i32": (T.INT32, -(2**31)),
+    "u64": (T.UINT64, 2**64 - 1),
+    "i64": (T.INT64, -(2**63)),
+    "f32": (T.FLOAT32, 0.5),
+    "f64": (T.FLOAT64, 0.1),
+    "yes": (T.BOOL, True),
+}
 
 
 def test_every_value_type_round_trips_through_gguf_writer(tmp_path):
@@ -104,7 +120,14 @@ def test_read_and_read_into(tmp_path, q4k_table):
     path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table})
     with open_gguf(path) as f:
         t = f.tensors["token_embd.weight"]
-        assert (t.qtype, t.ggml_type, t.shape, t.rows, t.row_bytes, t.nbytes) == ("Q4_K", 12, (512, 11), 11, 288, raw.nbytes)
+        assert (t.qtype, t.ggml_type, t.shape, t.rows, t.row_bytes, t.nbytes) == (
+            "Q4_K",
+            12,
+            (512, 11),
+            11,
+            288,
+            raw.nbytes,
+        )
         assert np.array_equal(f.read("token_embd.weight"), raw)
         out = bytearray(raw.nbytes)
         f.read_into("token_embd.weight", out)
@@ -125,14 +148,17 @@ def q4k(vocab=4, dims=256):
     return random_table_bytes(np.random.default_rng(0), "Q4_K", vocab, dims), "Q4_K"
 
 
-@pytest.mark.parametrize("tensors, metadata, tied", [
-    (["token_embd.weight"], {}, None),                                   # tables only, as save_gguf writes
-    (["token_embd.weight", "output.weight"], {}, None),
-    (["token_embd.weight", "blk.0.ffn_down.weight"], {}, True),          # a model, no head of its own
-    (["token_embd.weight"], {"llama.block_count": 1}, True),
-    (["token_embd.weight", "blk.0.ffn_down.weight", "output.weight"], {}, False),
-    (["token_embd.weight", "output.weight"], {"llama.block_count": 1}, False),
-])
+@pytest.mark.parametrize(
+    "tensors, metadata, tied",
+    [
+        (["token_embd.weight"], {}, None),  # tables only, as save_gguf writes
+        (["token_embd.weight", "output.weight"], {}, None),
+        (["token_embd.weight", "blk.0.ffn_down.weight"], {}, True),  # a model, no head of its own
+        (["token_embd.weight"], {"llama.block_count": 1}, True),
+        (["token_embd.weight", "blk.0.ffn_down.weight", "output.weight"], {}, False),
+        (["token_embd.weight", "output.weight"], {"llama.block_count": 1}, False),
+    ],
+)
 def test_tied(tmp_path, tensors, metadata, tied):
     path = write_gguf(tmp_path / "m.gguf", {name: q4k() for name in tensors}, metadata=metadata)
     with open_gguf(path) as f:

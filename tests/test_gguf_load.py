@@ -1,24 +1,26 @@
 """Loading tables from GGUF files: round trips through gguf.GGUFWriter, every load-time check,
 read-only files, and the llama.cpp-made fixtures against gguf-py bit for bit."""
 
-
 import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf as write
 from muser_mlx import Embedding, GGUFError, Table
 from muser_mlx.writer import save_gguf
+
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables
+from conftest import write_gguf as write
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tables())
 def test_round_trip_through_gguf_writer(tmp_path, table_and_bytes):
     table, raw = table_and_bytes
-    path = write(tmp_path / "t.gguf", {"token_embd.weight": (raw, table.qtype)},
-                 metadata={"llama.embedding_length": table.dims})
+    path = write(
+        tmp_path / "t.gguf", {"token_embd.weight": (raw, table.qtype)}, metadata={"llama.embedding_length": table.dims}
+    )
     loaded = Table.from_gguf(path)
     assert (loaded.qtype, loaded.dims, loaded.vocab) == (table.qtype, table.dims, table.vocab)
     assert np.array_equal(np.array(loaded.data), raw)
@@ -28,7 +30,9 @@ def test_round_trip_through_gguf_writer(tmp_path, table_and_bytes):
 
 def test_save_gguf_round_trip(tmp_path, q4k_table):
     table, raw = q4k_table
-    path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table}, {"llama.embedding_length": 512, "general.name": "t"})
+    path = save_gguf(
+        tmp_path / "s.gguf", {"token_embd.weight": table}, {"llama.embedding_length": 512, "general.name": "t"}
+    )
     reader = gguf.GGUFReader(path)
     assert np.array_equal(reader.tensors[0].data, raw) and reader.tensors[0].tensor_type.name == "Q4_K"
     assert np.array_equal(np.array(Table.from_gguf(path).data), raw)
@@ -42,8 +46,11 @@ def q4k(vocab=4, dims=256):
 
 def test_missing_tensor_lists_embedding_like_ones(tmp_path):
     path = write(tmp_path / "m.gguf", {"tok_embeddings.weight": q4k(), "output.weight": q4k()})
-    with pytest.raises(GGUFError, match=r"m.gguf: tensor 'token_embd.weight' is not in the file; "
-                                        r"embedding-like tensors: tok_embeddings.weight, output.weight"):
+    with pytest.raises(
+        GGUFError,
+        match=r"m.gguf: tensor 'token_embd.weight' is not in the file; "
+        r"embedding-like tensors: tok_embeddings.weight, output.weight",
+    ):
         Table.from_gguf(path)
 
 
@@ -88,17 +95,24 @@ def test_not_a_gguf_and_missing_file(tmp_path):
         Table.from_gguf(tmp_path / "absent.gguf")
 
 
-@pytest.mark.parametrize("name, tensor", [("tiny-llama-Q4_K_M.gguf", "token_embd.weight"),
-                                          ("tiny-llama-f16.gguf", "token_embd.weight"),
-                                          ("tiny-llama-f16.gguf", "output.weight"),
-                                          ("ollama-llama-2-tiny-random.gguf", "token_embd.weight")])
+@pytest.mark.parametrize(
+    "name, tensor",
+    [
+        ("tiny-llama-Q4_K_M.gguf", "token_embd.weight"),
+        ("tiny-llama-f16.gguf", "token_embd.weight"),
+        ("tiny-llama-f16.gguf", "output.weight"),
+        ("ollama-llama-2-tiny-random.gguf", "token_embd.weight"),
+    ],
+)
 @pytest.mark.parametrize("dtype", [mx.float32, mx.float16, mx.bfloat16])
 def test_fixtures_match_gguf_py(name, tensor, dtype):
     path = fixture(name)
     raw = next(t for t in gguf.GGUFReader(path).tensors if t.name == tensor)
     emb = Embedding.from_gguf(path, tensor, dtype)
     ids = np.arange(emb.num_embeddings)
-    assert_bits_equal(emb(ids), reference(np.asarray(raw.data).view(np.uint8).reshape(emb.num_embeddings, -1), emb.qtype, ids), dtype)
+    assert_bits_equal(
+        emb(ids), reference(np.asarray(raw.data).view(np.uint8).reshape(emb.num_embeddings, -1), emb.qtype, ids), dtype
+    )
 
 
 def test_fixture_edge_rows_against_the_float_source():

@@ -34,8 +34,10 @@ def test_kernel_matches_gguf_py_and_the_portable_path(data, table_and_bytes, dty
     out = embedding(table, mx.array(ids), dtype, backend=GPU)
     assert_bits_equal(out, reference(raw, table.qtype, ids), dtype)
     portable = embedding(table, mx.array(ids), dtype, backend="ops")
-    assert mx.array_equal(mx.view(out, mx.uint16 if dtype != mx.float32 else mx.uint32),
-                          mx.view(portable, mx.uint16 if dtype != mx.float32 else mx.uint32)).item()
+    assert mx.array_equal(
+        mx.view(out, mx.uint16 if dtype != mx.float32 else mx.uint32),
+        mx.view(portable, mx.uint16 if dtype != mx.float32 else mx.uint32),
+    ).item()
 
 
 @pytest.mark.parametrize("n", [1, 64, 512, 4096, 32768])

@@ -33,10 +33,10 @@ def unsigned_out_of_range(ids) -> int:
 # (name, ids); each is looked up as given (host) and as mx.array (lazy). On the host the
 # out-of-range ones raise IndexError; as mx.array they read row min(unsigned(id), VOCAB - 1).
 OUT_OF_RANGE = [
-    ("negative", [-1, 3, -2**31]),
+    ("negative", [-1, 3, -(2**31)]),
     ("equal to vocab", [VOCAB]),
     ("int32 max", np.array([2**31 - 1], np.int32)),
-    ("int64 past 2**32", np.array([2**32 + 1, 2**40, -2**40], np.int64)),
+    ("int64 past 2**32", np.array([2**32 + 1, 2**40, -(2**40)], np.int64)),
     ("uint64 max", np.array([2**64 - 1], np.uint64)),
     ("uint8 past vocab", np.array([200, 3], np.uint8)),
 ]
@@ -87,9 +87,17 @@ def test_in_range_ids_host_and_mx(table, name, ids):
     assert count.item() == 0
 
 
-@pytest.mark.parametrize("x", [mx.arange(10)[::2], mx.arange(10)[::-1][1::3], mx.arange(10).reshape(2, 5).T,
-                               mx.arange(20).reshape(4, 5)[1:3, ::2], mx.broadcast_to(mx.array([4]), (3, 2))],
-                         ids=["strided", "reversed", "transposed", "2-D slice", "broadcast"])
+@pytest.mark.parametrize(
+    "x",
+    [
+        mx.arange(10)[::2],
+        mx.arange(10)[::-1][1::3],
+        mx.arange(10).reshape(2, 5).T,
+        mx.arange(20).reshape(4, 5)[1:3, ::2],
+        mx.broadcast_to(mx.array([4]), (3, 2)),
+    ],
+    ids=["strided", "reversed", "transposed", "2-D slice", "broadcast"],
+)
 def test_non_contiguous_mx_ids(table, x):
     t, data = table
     assert_bits_equal(embedding(t, x), reference(data, t.qtype, np.array(x)))
@@ -97,20 +105,26 @@ def test_non_contiguous_mx_ids(table, x):
 
 def test_python_ints_beyond_64_bits_are_out_of_range(table):
     t, _ = table
-    for ids in (2**70, [1, 2**64], -2**63 - 1):
+    for ids in (2**70, [1, 2**64], -(2**63) - 1):
         with pytest.raises(IndexError, match="out of range"):
             embedding(t, ids)
 
 
-@pytest.mark.parametrize("ids", [[True, False], np.array([1.0]), 1.5, [0.0], np.array([], np.float32), ["1"], [None]],
-                         ids=["bool", "float array", "float", "float list", "empty float", "str", "None"])
+@pytest.mark.parametrize(
+    "ids",
+    [[True, False], np.array([1.0]), 1.5, [0.0], np.array([], np.float32), ["1"], [None]],
+    ids=["bool", "float array", "float", "float list", "empty float", "str", "None"],
+)
 def test_non_integer_host_ids_raise_type_error(table, ids):
     with pytest.raises(TypeError, match="must be integers"):
         embedding(table[0], ids)
 
 
-@pytest.mark.parametrize("x", [mx.array([True]), mx.array([1.0]), mx.array([]), mx.array([1], mx.float16)],
-                         ids=["bool", "float32", "empty (float32 by default)", "float16"])
+@pytest.mark.parametrize(
+    "x",
+    [mx.array([True]), mx.array([1.0]), mx.array([]), mx.array([1], mx.float16)],
+    ids=["bool", "float32", "empty (float32 by default)", "float16"],
+)
 def test_non_integer_mx_ids_raise_type_error(table, x):
     with pytest.raises(TypeError, match="must be integers"):
         embedding(table[0], x)
@@ -120,6 +134,7 @@ def _stand_in(built: list, calls: list):
     """A stand-in for MLX's kernel registration: it records the names of the kernels it is asked
     to build and the calls of each, which return the shape and dtype asked for, every row filled
     with its id."""
+
     def kernel(**call):
         calls.append(call)
         shape, ids = call["output_shapes"][0], call["inputs"][1]
@@ -127,6 +142,7 @@ def _stand_in(built: list, calls: list):
 
     def register():
         return lambda **kw: built.append(kw["name"]) or kernel
+
     return register
 
 
@@ -196,14 +212,17 @@ def test_embedding_counts_clamped_ids_lazily(table):
 
 
 @settings(max_examples=60, deadline=None)
-@given(tables(max_vocab=12),
-       st.sampled_from([mx.int8, mx.uint8, mx.int16, mx.uint16, mx.int32, mx.uint32, mx.int64, mx.uint64]),
-       st.lists(st.integers(-2**63, 2**64 - 1), min_size=1, max_size=12), st.booleans())
+@given(
+    tables(max_vocab=12),
+    st.sampled_from([mx.int8, mx.uint8, mx.int16, mx.uint16, mx.int32, mx.uint32, mx.int64, mx.uint64]),
+    st.lists(st.integers(-(2**63), 2**64 - 1), min_size=1, max_size=12),
+    st.booleans(),
+)
 def test_any_integer_mx_ids_clamp(table_and_bytes, dtype, values, reverse):
     t, data = table_and_bytes
     bits = 8 * dtype.size
     signed = mx.issubdtype(dtype, mx.signedinteger)
-    wrapped = [((v + 2**(bits - 1)) % 2**bits - 2**(bits - 1)) if signed else v % 2**bits for v in values]
+    wrapped = [((v + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)) if signed else v % 2**bits for v in values]
     x = mx.array(np.array(wrapped, dtype=np.dtype(str(dtype).split(".")[-1])))
     if reverse:
         x = x[::-1]

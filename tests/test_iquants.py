@@ -14,20 +14,8 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_harness import (
-    CXX,
-    _compile,
-    _ptr,
-    cpu_bytedot,
-    cpu_gather,
-    cpu_matvec,
-    cpu_mma,
-    metal_gather,
-    metal_matvec,
-)
 from test_as_linear import X_DTYPES, assert_close, dequantized, moderate
 
 from muser_mlx import (
@@ -43,6 +31,19 @@ from muser_mlx.backends.device import CUDA, METAL
 from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 from muser_mlx.formats.grids import GRID_OF_FORMAT, GRIDS, KSIGNS
 from muser_mlx.formats.write_grids import write_headers
+
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference
+from kernel_harness import (
+    CXX,
+    _compile,
+    _ptr,
+    cpu_bytedot,
+    cpu_gather,
+    cpu_matvec,
+    cpu_mma,
+    metal_gather,
+    metal_matvec,
+)
 
 IQ = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -164,9 +165,13 @@ def test_fixture_head_on_every_path(capfd, qtype):
     W = expected.astype(np.float64)
     x = mx.array(np.random.default_rng(5).standard_normal((3, 512)).astype(np.float32))
     ref = np.array(x).astype(np.float64) @ W.T
-    heads = {"ops": as_linear(table, x, backend="ops"), "matvec": cpu_matvec(table, x, warps=4),
-             "bytedot": cpu_bytedot(table, x, warps=4), "mma": cpu_mma(table, x, warps=4),
-             "metal": metal_matvec(table, x, capfd, warps=4)}
+    heads = {
+        "ops": as_linear(table, x, backend="ops"),
+        "matvec": cpu_matvec(table, x, warps=4),
+        "bytedot": cpu_bytedot(table, x, warps=4),
+        "mma": cpu_mma(table, x, warps=4),
+        "metal": metal_matvec(table, x, capfd, warps=4),
+    }
     for name, out in heads.items():
         assert_close(out, x, W)
         err = np.abs(np.array(out).astype(np.float64) - ref).max(axis=1)
@@ -210,8 +215,9 @@ extern "C" void run(int type, const uint8_t* blocks, uint32_t values, int n, flo
 
 def run_widths_lib() -> ctypes.CDLL:
     includes = "".join(f'#include "{FORMATS[q].kernel_file}"\n' for q in IQ)
-    cases = " ".join(f"case {FORMATS[q].ggml_type}: return decode_type<{FORMATS[q].ggml_type}>(blocks, values, n, out);"
-                     for q in IQ)
+    cases = " ".join(
+        f"case {FORMATS[q].ggml_type}: return decode_type<{FORMATS[q].ggml_type}>(blocks, values, n, out);" for q in IQ
+    )
     return _compile(_RUN_WIDTHS_RUN.format(includes=includes, cases=cases), [KERNELS])
 
 
@@ -273,7 +279,9 @@ def heads(draw, qtype: str, max_vocab: int = 40, max_rows: int = 11):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     data = moderate(random_table_bytes(rng, qtype, vocab, 256 * blocks), qtype)
     rows = draw(st.integers(1, max_rows))
-    x = mx.array(rng.standard_normal((rows, 256 * blocks)).astype(np.float32)).astype(draw(st.sampled_from(list(X_DTYPES))))
+    x = mx.array(rng.standard_normal((rows, 256 * blocks)).astype(np.float32)).astype(
+        draw(st.sampled_from(list(X_DTYPES)))
+    )
     return Table.from_bytes(data, qtype, 256 * blocks), dequantized(data, qtype), x
 
 
@@ -284,8 +292,12 @@ def heads(draw, qtype: str, max_vocab: int = 40, max_rows: int = 11):
 def test_random_heads_on_the_ops_path_and_in_the_cpu_dialect(qtype, problem):
     table, W, x = problem.draw(heads(qtype))
     warps = problem.draw(st.integers(1, 3))
-    for out in (as_linear(table, x, backend="ops"), cpu_matvec(table, x, warps), cpu_bytedot(table, x, warps),
-                cpu_mma(table, x, warps)):
+    for out in (
+        as_linear(table, x, backend="ops"),
+        cpu_matvec(table, x, warps),
+        cpu_bytedot(table, x, warps),
+        cpu_mma(table, x, warps),
+    ):
         assert_close(out, x, W)
 
 
@@ -339,7 +351,6 @@ def test_gpu_gather(qtype, dtype):
     ids = np.random.default_rng(3).integers(0, 500, 4096)
     assert_bits_equal(embedding(wide, mx.array(ids), dtype, backend=GPU), reference(data, qtype, ids), dtype)
     assert_bits_equal(embedding(wide, mx.array(ids[:3]), dtype, backend=GPU), reference(data, qtype, ids[:3]), dtype)
-
 
 
 @pytest.mark.gpu

@@ -99,8 +99,10 @@ def test_the_gather_reads_the_table_as_the_widest_words_of_the_same_buffer(qtype
 
 
 # kernels/format_value_tables.h's tables -> gguf-py's (ggml-common.h's), and the formats that use them
-VALUE_TABLES = {"iq4nl_values": (gguf.quants.IQ4_NL.kvalues, ["IQ4_NL", "IQ4_XS"]),
-                "e2m1_values": (gguf.quants.MXFP4.kvalues, ["MXFP4", "NVFP4"])}
+VALUE_TABLES = {
+    "iq4nl_values": (gguf.quants.IQ4_NL.kvalues, ["IQ4_NL", "IQ4_XS"]),
+    "e2m1_values": (gguf.quants.MXFP4.kvalues, ["MXFP4", "NVFP4"]),
+}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_TABLES))

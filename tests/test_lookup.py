@@ -4,10 +4,12 @@ gguf-py's dequantization: bit for bit, any shape, any id dtype, any output dtype
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from muser_mlx import embedding
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, reference, tables
-from muser_mlx import embedding
 
 ID_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
 

@@ -54,6 +54,7 @@ def test_accepts_mlx_array(token_embd):
 
 # ---------------------------------------------------------------- properties
 
+
 @st.composite
 def weight_matrices(draw):
     """float32 [1..4, 256*k], k in 1..3: adversarial element mixes or scaled normal data
@@ -155,6 +156,7 @@ def test_rejects_bad_input(x, qtype, message):
 
 
 # ---------------------------------------------------------------- the other types
+
 
 def test_every_type_gguf_py_quantizes_is_quantizable():
     """gguf-py's quantizers (its F32 and F16 are casts) and ours, Q4_K."""

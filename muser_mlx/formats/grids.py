@@ -62,22 +62,24 @@ class Grid:
             f"    {', '.join(f'0x{w:08x}' for w in words[k : k + WORDS_PER_LINE])},"
             for k in range(0, words.size, WORDS_PER_LINE)
         ]
-        return "\n".join([
-            f"// {self.name}: {self.quant.__name__}'s {entries} grid points of {per_entry} values, {words.size} words",
-            "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
-            "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
-            "#pragma once",
-            "",
-            "namespace muser {",
-            "",
-            f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value",
-            f"MUSER_CONSTANT uint32_t {self.name}[{words.size}] = {{",
-            *lines,
-            "};",
-            "",
-            "}  // namespace muser",
-            "",
-        ])
+        return "\n".join(
+            [
+                f"// {self.name}: {self.quant.__name__}'s {entries} grid points of {per_entry} values, {words.size} words",
+                "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
+                "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
+                "#pragma once",
+                "",
+                "namespace muser {",
+                "",
+                f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value",
+                f"MUSER_CONSTANT uint32_t {self.name}[{words.size}] = {{",
+                *lines,
+                "};",
+                "",
+                "}  // namespace muser",
+                "",
+            ]
+        )
 
 
 GRIDS = {

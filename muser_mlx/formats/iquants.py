@@ -28,9 +28,13 @@ _SIGNS = np.where((np.arange(256)[:, None] >> np.arange(8)) & 1, -1, 1).astype(n
 _KSIGNS = mx.array(KSIGNS)
 # A table's patterns [P, values per point]: the group's signs, or for IQ1 the delta's sign.
 _PATTERNS = {
-    "IQ2_XXS": _SIGNS[KSIGNS], "IQ2_XS": _SIGNS[KSIGNS], "IQ2_S": _SIGNS,  # ksigns index / sign byte
-    "IQ3_XXS": _SIGNS[:16, :4], "IQ3_S": _SIGNS[:16, :4],  # the 4 sign bits of a point's values
-    "IQ1_S": _SIGNS[[0, 255]], "IQ1_M": _SIGNS[[0, 255]],  # delta +1/8, -1/8
+    "IQ2_XXS": _SIGNS[KSIGNS],
+    "IQ2_XS": _SIGNS[KSIGNS],
+    "IQ2_S": _SIGNS,  # ksigns index / sign byte
+    "IQ3_XXS": _SIGNS[:16, :4],
+    "IQ3_S": _SIGNS[:16, :4],  # the 4 sign bits of a point's values
+    "IQ1_S": _SIGNS[[0, 255]],
+    "IQ1_M": _SIGNS[[0, 255]],  # delta +1/8, -1/8
 }
 
 

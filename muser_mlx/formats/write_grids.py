@@ -1,6 +1,6 @@
 """Write the IQ grids' kernel headers, kernels/<grid>.h, from gguf-py's tables (grids.py).
 
-    python -m muser_mlx.formats.write_grids [--folder kernels/]
+python -m muser_mlx.formats.write_grids [--folder kernels/]
 """
 
 from __future__ import annotations
