@@ -58,7 +58,7 @@ def _keys(qtype: str, entries: mx.array, patterns: mx.array) -> mx.array:
 def _levels(qtype: str, keys: mx.array) -> mx.array:
     """keys [n, groups] -> float32 [n, groups * values per point]: the signed points' levels."""
     words = mx.take_along_axis(signed_points(qtype), keys.reshape(-1), axis=0)
-    return mx.view(words, mx.int8).astype(mx.float32).reshape(keys.shape[0], -1)
+    return mx.view(words, mx.int8).astype(mx.float32).reshape(keys.shape[0], keys.shape[1] * words.itemsize)
 
 
 def _u16(two_bytes: mx.array) -> mx.array:
@@ -73,13 +73,13 @@ def _u32(four_bytes: mx.array) -> mx.array:
 
 def _shifted(words: mx.array, *shifts: int) -> mx.array:
     """words [n, k] -> [n, k * len(shifts)]: each word shifted right by each of ``shifts``."""
-    return (words[..., None] >> mx.array(shifts, dtype=words.dtype)).reshape(words.shape[0], -1)
+    return (words[..., None] >> mx.array(shifts, dtype=words.dtype)).reshape(words.shape[0], words.shape[1] * len(shifts))
 
 
 def _scaled(scale: mx.array, levels: mx.array) -> mx.array:
     """scale [n, runs] * levels [n, 256], a scale per run of 256 / runs values."""
     n, runs = scale.shape
-    return (scale[:, :, None] * levels.reshape(n, runs, -1)).reshape(n, 256)
+    return (scale[:, :, None] * levels.reshape(n, runs, 256 // runs)).reshape(n, 256)
 
 
 def _iq2_scale(d: mx.array, scales: mx.array) -> mx.array:
