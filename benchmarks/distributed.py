@@ -62,7 +62,7 @@ def main() -> None:
 
     gc.collect()
     base = mx.get_active_memory()
-    full = Embedding(Table.from_bytes(random_q_bytes(args.qtype, args.vocab, args.dims), args.qtype, args.dims))
+    full = Embedding.from_table(Table.from_bytes(random_q_bytes(args.qtype, args.vocab, args.dims), args.qtype, args.dims))
     mx.eval(full.weight)
     full_active = mx.get_active_memory() - base
     sharded = shard_embedding(full, group)

@@ -71,7 +71,7 @@ def main() -> None:
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
         mx.eval(table.data)
-        cases = {f"gather n={n}": (lambda table=table: Embedding(table), fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims))
+        cases = {f"gather n={n}": (lambda table=table: Embedding.from_table(table), fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims))
                  for n in (4096, 32768)}
         for head, rows in (("bytedot", 1), ("mma", 16)):
             def make_x(i, rows=rows):

@@ -65,7 +65,7 @@ def memory(group) -> dict:
     data = random_table_bytes(np.random.default_rng(1), qtype, vocab, dims)
     gc.collect()
     base = mx.get_active_memory()
-    full = Embedding(Table.from_bytes(data, qtype, dims))
+    full = Embedding.from_table(Table.from_bytes(data, qtype, dims))
     mx.eval(full.weight)
     full_bytes = mx.get_active_memory() - base
     sharded = shard_embedding(full, group)
@@ -91,7 +91,7 @@ def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -
     }
     report = {}
     for name, dtype in DTYPES.items():
-        f, s = Embedding(full.table, dtype), shard_embedding(Embedding(full.table, dtype), sharded.group)
+        f, s = Embedding.from_table(full.table, dtype), shard_embedding(Embedding.from_table(full.table, dtype), sharded.group)
         report[f"bits_{name}"] = all(same_bits(s(i), f(i)) for i in ids.values())
     report["bits_host_ids"] = same_bits(sharded([[1, 2], [vocab - 1, 0]]), full([[1, 2], [vocab - 1, 0]]))
     report["reference_bits"] = all(
@@ -101,7 +101,7 @@ def lookups(full: Embedding, sharded: ShardedEmbedding, data: np.ndarray, rng) -
     report["compiled_bits"] = all(same_bits(compiled(i), full(i)) for i in ids.values())
     counts = [sharded.lookup_with_count(ids["clamped"])[1].item(), full.lookup_with_count(ids["clamped"])[1].item()]
     report["counts"] = counts
-    raising = [Embedding(full.table, on_out_of_range="raise")]
+    raising = [Embedding.from_table(full.table, on_out_of_range="raise")]
     raising.append(shard_embedding(raising[0], sharded.group))
     report["errors"] = {
         "host_id": [error_of(lambda m=m: m([0, vocab])) for m in (sharded, full)],
@@ -153,7 +153,7 @@ def head(full: Embedding, sharded: ShardedEmbedding, rng) -> dict:
 def case(qtype: str, vocab: int, dims: int, group) -> dict:
     rng = np.random.default_rng(vocab * 7 + dims)
     data = random_table_bytes(rng, qtype, vocab, dims)
-    full = Embedding(Table.from_bytes(data, qtype, dims))
+    full = Embedding.from_table(Table.from_bytes(data, qtype, dims))
     sharded = shard_embedding(full, group)
     return {
         "case": f"{qtype} {vocab}x{dims}",

@@ -199,7 +199,7 @@ def test_mlx_lm_model_sharded_with_its_layers(members):
 
 def test_group_of_one_returns_the_module_unchanged():
     table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), "Q4_K", 5, 256), "Q4_K", 256)
-    module = Embedding(table)
+    module = Embedding.from_table(table)
     group = mx.distributed.init()
     assert group.size() == 1
     assert shard_embedding(module, group) is module and shard_embedding(module) is module
@@ -211,7 +211,7 @@ def test_group_of_one_returns_the_module_unchanged():
 @given(tables(max_vocab=30))
 def test_sharded_module_of_one_member_is_the_unsharded_one(table_and_bytes):
     table, _ = table_and_bytes
-    full = Embedding(table)
+    full = Embedding.from_table(table)
     sharded = ShardedEmbedding.from_embedding(full, mx.distributed.init())
     ids = mx.array(np.arange(-2, table.vocab + 2, dtype=np.int32))
     got, want = sharded(ids), full(ids)
