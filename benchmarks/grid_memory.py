@@ -74,7 +74,7 @@ def main() -> None:
         mx.eval(table.data)
         cases = {
             f"gather n={n}": (
-                lambda table=table: Embedding(table),
+                lambda table=table: Embedding.from_table(table),
                 fresh_ids(vocab, n),
                 n * (table.row_bytes + 4 * dims),
             )
