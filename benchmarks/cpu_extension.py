@@ -29,11 +29,11 @@ def contenders(qtype: str, vocab: int, dims: int) -> dict:
     """name -> (lookup module, head function of x)."""
     table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
     dense = nn.Embedding(vocab, dims)
-    dense.weight = Embedding(table, backend="ops")(mx.arange(vocab)).astype(mx.float32)  # the same values
+    dense.weight = Embedding.from_table(table, backend="ops")(mx.arange(vocab)).astype(mx.float32)  # the same values
     mx.eval(dense.weight)
     out = {"nn.Embedding float32": (dense, dense.as_linear)}
     for backend in ("cpu", "ops"):
-        module = Embedding(table, backend=backend)
+        module = Embedding.from_table(table, backend=backend)
         out[f"muser_mlx {qtype} {backend}"] = (module, module.as_linear)
     return out, table.nbytes
 
@@ -73,7 +73,7 @@ def main() -> None:
     every = {}
     for qtype in sorted(FORMATS):
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        every[qtype] = (fresh_ids(vocab, 512), Embedding(table, backend="cpu"))
+        every[qtype] = (fresh_ids(vocab, 512), Embedding.from_table(table, backend="cpu"))
     formats = alternating_medians(every, lookup_reps, rounds=10)
     data["every_format_512_ids"] = {"vocab": vocab, "dims": dims, "seconds": formats}
     format_rows = [[q, f"{t * 1e6:.0f}", f"{t / formats['Q4_K']:.2f}x"] for q, t in formats.items()]
