@@ -29,8 +29,8 @@ MUSER_FN uint64_t clamp_id(Id id, uint64_t vocab) {
   return u < vocab ? u : vocab - 1;
 }
 
-// The gather with its sizes at run time: dims values per row, vocab rows (the CPU extension, one
-// build for every table). gather<> below passes the GPU dialects' compiled-in DIMS and VOCAB.
+// dims values per row and vocab rows come at run time: the GPU dialects pass their compiled-in
+// DIMS and VOCAB (gather.metal, gather.cu), the CPU extension a table's (one build for all).
 template <typename F, int VALUES, typename TableP, typename IdP, typename OutP>
 MUSER_FN void gather_rows(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t dims, uint64_t vocab,
                           uint32_t group, uint32_t first_row, uint32_t row_step) {
@@ -46,12 +46,6 @@ MUSER_FN void gather_rows(TableP table, IdP ids, uint32_t n_ids, OutP out, uint3
     decode<F, VALUES, one_block>(table + clamp_id(ids[row], vocab) * row_bytes, group * VALUES, v);
     muser_store<VALUES>(out + uint64_t(row) * dims + group * VALUES, v);
   }
-}
-
-template <typename F, int DIMS, int VOCAB, int VALUES, typename TableP, typename IdP, typename OutP>
-MUSER_FN void gather(TableP table, IdP ids, uint32_t n_ids, OutP out, uint32_t group, uint32_t first_row,
-                     uint32_t row_step) {
-  gather_rows<F, VALUES>(table, ids, n_ids, out, DIMS, VOCAB, group, first_row, row_step);
 }
 
 }  // namespace muser

@@ -187,8 +187,9 @@ def cpu_gather(table, ids: np.ndarray, dtype=mx.float32, rows_in_flight: int | N
     """The shared source through prelude_cpu.h, every thread of the grid in turn; the grid's
     height is ``rows_in_flight`` (default: one row per id)."""
     id_type, out_type = C_TYPES[mx.array(ids).dtype][0], C_TYPES[dtype][0]
-    args = f"muser::Format<{table.format.ggml_type}>, {table.dims}, {table.vocab}, {tuning.gather_values(table.dims)}"
-    call = f"muser::gather<{args}>((const uint8_t*)table, (const {id_type}*)ids, n, ({out_type}*)out, x, y, height)"
+    args = f"muser::Format<{table.format.ggml_type}>, {tuning.gather_values(table.dims)}"
+    sizes = f"{table.dims}u, {table.vocab}u"
+    call = f"muser::gather_rows<{args}>((const uint8_t*)table, (const {id_type}*)ids, n, ({out_type}*)out, {sizes}, x, y, height)"
     return _run_gather(_cpu_lib("gather.h", _GATHER_RUN.format(call=call)), table, ids, dtype, rows_in_flight)
 
 
