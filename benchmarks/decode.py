@@ -206,7 +206,9 @@ def main() -> None:
         rows,
     )
     print(table)
-    path = save(f"decode_{args.model}", f"Decode and prefill: {args.model}, {args.dtype}", table, data)
+    data["backend"] = backends.select("auto")
+    title = f"Decode and prefill: {args.model}, {args.dtype}, muser_mlx backend {data['backend']}"
+    path = save(f"decode_{args.model}_{args.dtype}", title, table, data)
     print(f"saved {path}")
 
 

@@ -22,8 +22,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import mlx.core as mx  # noqa: E402
 
-from common import GLIMMER, RESULTS, alternating_medians, fresh_ids, machine, markdown, random_q_bytes, save  # noqa: E402
 from muser_mlx import FORMATS, Table, embedding  # noqa: E402
+
+from common import GLIMMER, RESULTS, alternating_medians, fresh_ids, machine, markdown, random_q_bytes, save  # noqa: E402
 
 LOAD = ", ".join(f"{v:.1f}" for v in os.getloadavg())
 
@@ -40,8 +41,10 @@ def main() -> None:
     names = ["Q4_K", *(q for q in args.formats if q != "Q4_K")]
     tables = {q: Table.from_bytes(random_q_bytes(q, args.vocab, args.dims), q, args.dims) for q in names}
     mx.eval([t.data for t in tables.values()])
-    calls = {q: (fresh_ids(args.vocab, args.ids), lambda ids, t=t: embedding(t, ids, backend="ops"))
-             for q, t in tables.items()}
+    calls = {
+        q: (fresh_ids(args.vocab, args.ids), lambda ids, t=t: embedding(t, ids, backend="ops"))
+        for q, t in tables.items()
+    }
     seconds = alternating_medians(calls, args.reps, args.rounds, warmup=2)
     base = seconds["Q4_K"]
     rows, runs = [], []
@@ -51,10 +54,12 @@ def main() -> None:
         runs.append(dict(name=q, row_bytes=row_bytes, seconds=t, of_q4_k=t / base))
         print(*rows[-1], sep="\t", flush=True)
     table_md = markdown(["format", "row bytes", f"ms per lookup of {args.ids} ids", "x Q4_K"], rows)
-    table_md += (f"\n\nbackend ops (MLX ops on the CPU), float32 out, dims {args.dims}, vocab {args.vocab}; median of "
-                 f"{args.reps} lookups per format in {args.rounds} alternating rounds.\n"
-                 "Command: `python benchmarks/formats_cpu.py`\n"
-                 f"Load average (1, 5, 15 min) at the start: {LOAD}; the CPU is shared")
+    table_md += (
+        f"\n\nbackend ops (MLX ops on the CPU), float32 out, dims {args.dims}, vocab {args.vocab}; median of "
+        f"{args.reps} lookups per format in {args.rounds} alternating rounds.\n"
+        "Command: `python benchmarks/formats_cpu.py`\n"
+        f"Load average (1, 5, 15 min) at the start: {LOAD}; the CPU is shared"
+    )
     results = dict(ids=args.ids, dims=args.dims, vocab=args.vocab, runs=runs)
     md = save("formats_lookup", f"Lookup of {args.ids} ids by format, against Q4_K", table_md, results)
     fig, ax = plt.subplots(figsize=(9, 4))

@@ -16,8 +16,9 @@ import os
 import mlx.core as mx
 import numpy as np
 
-from common import median_seconds, markdown, save
 from muser_mlx.formats.fields import bit_fields, little_endian_bits, lookup
+
+from common import markdown, median_seconds, save
 
 VALUES = 512 * 6656
 
@@ -33,6 +34,7 @@ def fields_apart(packed: mx.array, run: int) -> mx.array:
     grouped = packed.reshape(n, runs, 1, run)
     return mx.concatenate([grouped & 15, grouped >> 4], axis=2).reshape(n, -1)
 
+
 LOAD = ", ".join(f"{v:.1f}" for v in os.getloadavg())
 
 
@@ -41,17 +43,38 @@ def main() -> None:
     table = mx.array(rng.standard_normal(16).astype(np.float32))
     nibbles = mx.array(rng.integers(0, 16, VALUES, dtype=np.uint8))
     mx.eval(table, nibbles)
-    cases = [("lookup, 16 entries", "mx.take", lambda: mx.take(table, nibbles),
-              "take_along_axis (lookup)", lambda: lookup(table, nibbles))]
+    cases = [
+        (
+            "lookup, 16 entries",
+            "mx.take",
+            lambda: mx.take(table, nibbles),
+            "take_along_axis (lookup)",
+            lambda: lookup(table, nibbles),
+        )
+    ]
     for run in (8, 16, 32):
         packed = mx.array(rng.integers(0, 256, (VALUES // (2 * run), run), dtype=np.uint8))
         mx.eval(packed)
-        cases.append((f"bit_fields, runs of {run} bytes", "broadcast shift", lambda p=packed, r=run: broadcast_shifts(p, r),
-                      "fields apart, joined", lambda p=packed, r=run: fields_apart(p, r)))
+        cases.append(
+            (
+                f"bit_fields, runs of {run} bytes",
+                "broadcast shift",
+                lambda p=packed, r=run: broadcast_shifts(p, r),
+                "fields apart, joined",
+                lambda p=packed, r=run: fields_apart(p, r),
+            )
+        )
     qh = mx.array(rng.integers(0, 256, (VALUES // 32, 4), dtype=np.uint8))
     mx.eval(qh)
-    cases.append(("bits of 32-bit qh", "bit_fields(qh, 1, 1)", lambda: bit_fields(qh, 1, 1),
-                  "little_endian_bits", lambda: little_endian_bits(qh)))
+    cases.append(
+        (
+            "bits of 32-bit qh",
+            "bit_fields(qh, 1, 1)",
+            lambda: bit_fields(qh, 1, 1),
+            "little_endian_bits",
+            lambda: little_endian_bits(qh),
+        )
+    )
     rows, runs = [], []
     for name, a_name, a, b_name, b in cases:
         ta, tb = (median_seconds(lambda i: (), lambda f=f: f(), 20) for f in (a, b))
@@ -59,8 +82,10 @@ def main() -> None:
         runs.append(dict(case=name, a=a_name, a_seconds=ta, b=b_name, b_seconds=tb))
         print(*rows[-1], sep="\t", flush=True)
     table_md = markdown(["case", "A", "ms", "B", "ms", "A / B"], rows)
-    table_md += (f"\n\n{VALUES:,} values each; median of 20 evaluations.\nCommand: `python benchmarks/ops_primitives.py`\n"
-                 f"Load average (1, 5, 15 min) at the start: {LOAD}; the CPU is shared")
+    table_md += (
+        f"\n\n{VALUES:,} values each; median of 20 evaluations.\nCommand: `python benchmarks/ops_primitives.py`\n"
+        f"Load average (1, 5, 15 min) at the start: {LOAD}; the CPU is shared"
+    )
     print(save("ops_primitives", "MLX-ops primitives of the format decoders", table_md, dict(values=VALUES, runs=runs)))
 
 

@@ -19,4 +19,4 @@ cd ..
 python3 benchmarks/decode.py --model gemma-random 2>&1 | tee "$OUT/decode_gemma_random_gpu.log"
 python3 benchmarks/decode.py --model gemma 2>&1 | tee "$OUT/decode_gemma_gpu.log"
 python3 benchmarks/decode.py --model glimmer-2 --prefill 0 --tokens 32 2>&1 | tee "$OUT/decode_glimmer_2_gpu.log"
-cp benchmarks/results/decode_*gpu* "$OUT"/ 2>/dev/null || true
+cp benchmarks/results/decode_*_gpu* "$OUT"/ 2>/dev/null || true

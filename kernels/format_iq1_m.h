@@ -26,7 +26,7 @@ struct Format<ggml::IQ1_M> : ByteLevels<Format<ggml::IQ1_M>> {
     uint32_t sc[2];  // w0 | w1 << 16, w2 | w3 << 16
     bytes_at<8, 8>(block + 48, sc);
     const uint32_t d = ((sc[0] >> 12) & 0x000Fu) | ((sc[0] >> 24) & 0x00F0u) | ((sc[1] >> 4) & 0x0F00u) | ((sc[1] >> 16) & 0xF000u);
-    const uint32_t scale = (sc[j / 128] >> (16 * (j / 64 % 2) + 3 * (j / 16 % 4))) & 7u;
+    const uint32_t scale = ((j < 128 ? sc[0] : sc[1]) >> (16 * (j / 64 % 2) + 3 * (j / 16 % 4))) & 7u;
     return Affine{muser_f16_bits_to_float(uint16_t(d)) * level(2 * scale + 1, 0.0f) * 0.125f, 0.0f};
   }
 };

@@ -1,8 +1,8 @@
 // Q5_0: 32 values in 22 bytes (blocks 2-byte aligned).
-//   0-1 d (f16)   2-5 qh   6-21 qs   (format_half_nibbles.h: q = bit j of qh, nibble of qs)
+//   0-1 d (f16)   2-5 qh   6-21 qs   (format_high_bits.h: q = bit j of qh, nibble of qs)
 //   value = d * (q - 16)
 #pragma once
-#include "format_half_nibbles.h"
+#include "format_high_bits.h"
 
 namespace muser {
 

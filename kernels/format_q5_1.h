@@ -1,8 +1,8 @@
 // Q5_1: 32 values in 24 bytes (blocks 8-byte aligned).
-//   0-1 d (f16)   2-3 m (f16)   4-7 qh   8-23 qs   (format_half_nibbles.h: q = bit j of qh, nibble of qs)
+//   0-1 d (f16)   2-3 m (f16)   4-7 qh   8-23 qs   (format_high_bits.h: q = bit j of qh, nibble of qs)
 //   value = d * q + m
 #pragma once
-#include "format_half_nibbles.h"
+#include "format_high_bits.h"
 
 namespace muser {
 

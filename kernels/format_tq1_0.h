@@ -14,7 +14,7 @@ namespace muser {
 // Trit k of each byte of w, as bytes (0, 1 or 2). Two bytes at a time in 16-bit lanes: b * 3^k
 // (at most 255 * 81) and its low byte times 3 (at most 765) stay inside a lane.
 MUSER_FN uint32_t trits(uint32_t w, uint32_t k) {
-  const uint32_t power = uint32_t(0x511B090301ull >> (8 * k)) & 255u;  // 3^k mod 256
+  const uint32_t power = k < 4 ? (0x1B090301u >> (8 * k)) & 255u : 81u;  // 3^k mod 256: 1, 3, 9, 27, 81
   const uint32_t even = (((w & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
   const uint32_t odd = ((((w >> 8) & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
   return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);

@@ -180,7 +180,7 @@ class Embedding(TableModule):
 
     def _gather(self):
         weight = self["weight"]
-        gather = gather_for(self.qtype, *weight.shape, self["dtype"].dtype, backends.select(self._backend))
+        gather = gather_for(self.qtype, *weight.shape, self["dtype"].dtype, self._resolved_backend(self._backend))
         return lambda ids: gather(weight, ids)
 
     def __call__(self, x) -> mx.array:
@@ -189,9 +189,9 @@ class Embedding(TableModule):
         # this path is a few Python operations and, on a GPU, a compiled replay.
         if type(x) is mx.array and self._clamp:
             weight = self["weight"]
-            return gather_for(self._format.name, *weight.shape, self["dtype"].dtype, backends.select(self._backend))(
-                weight, x
-            )
+            return gather_for(
+                self._format.name, *weight.shape, self["dtype"].dtype, self._resolved_backend(self._backend)
+            )(weight, x)
         return _lookup(self._gather(), self.table, x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:

@@ -201,7 +201,7 @@ class Linear(TableModule):
         # in a few Python operations, then the cached call (on a GPU a compiled replay)
         weight = self["weight"]
         if type(x) is mx.array and x.dtype in X_DTYPES and x.ndim and x.size and x.shape[-1] == self.dims:
-            y = differentiable_head(self._format.name, *weight.shape, backends.select(self._backend))(weight, x)
+            y = differentiable_head(self._format.name, *weight.shape, self._resolved_backend(self._backend))(weight, x)
         else:
             y = as_linear(self.table, x, backend=self._backend)
         return y + self["bias"] if "bias" in self else y

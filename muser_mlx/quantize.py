@@ -44,15 +44,15 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
         raise ValueError(f"cols ({cols}) must be a multiple of {fmt.block_values} for {qtype}")
     step = max(1, _CHUNK_VALUES // max(cols, 1))
     for r0 in range(0, rows, step):  # validate everything before any work
-        finite = np.isfinite(np.asarray(x[r0:r0 + step], dtype=np.float32)).all(axis=1)
+        finite = np.isfinite(np.asarray(x[r0 : r0 + step], dtype=np.float32)).all(axis=1)
         if not finite.all():
             raise ValueError(f"non-finite value (NaN or Inf) in row {r0 + int(np.argmin(finite))}")
 
     out = np.empty((rows, fmt.row_bytes(cols)), dtype=np.uint8)
 
     def work(r0: int) -> int:
-        chunk = np.asarray(x[r0:r0 + step], dtype=np.float32)
-        out[r0:r0 + len(chunk)] = fmt.quantizer(chunk).reshape(len(chunk), -1)
+        chunk = np.asarray(x[r0 : r0 + step], dtype=np.float32)
+        out[r0 : r0 + len(chunk)] = fmt.quantizer(chunk).reshape(len(chunk), -1)
         return len(chunk)
 
     show = progress if progress is not None else rows * cols > _AUTO_PROGRESS_VALUES
@@ -70,6 +70,7 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
 def _progress_bar(total: int, desc: str):
     try:
         from tqdm import tqdm
+
         return tqdm(total=total, desc=desc, unit="row", file=sys.stderr)
     except ImportError:
         return _LineProgress(total, desc)
@@ -88,8 +89,11 @@ class _LineProgress:
         now = time.time()
         if pct // 5 > self.shown // 5 or now - self.t_last > 10 or self.done == self.total:
             self.shown, self.t_last = pct, now
-            print(f"{self.desc}: {pct:3d}% ({self.done}/{self.total} rows, {now - self.t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{self.desc}: {pct:3d}% ({self.done}/{self.total} rows, {now - self.t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         pass

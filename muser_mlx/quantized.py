@@ -8,6 +8,7 @@ from fractions import Fraction
 import mlx.core as mx
 from mlx import nn
 
+from . import backends
 from .formats import Format, get_format
 from .table import Table
 
@@ -103,6 +104,12 @@ class TableModule(nn.Module):
         """The current weight as a :class:`Table` (a view: no bytes are copied)."""
         weight = self["weight"]
         return Table(weight, self._format, self.dims, weight.shape[0], self._source)
+
+    def _resolved_backend(self, backend: str) -> str:
+        """``backends.select(backend)`` for this weight: on a GPU one test of the device; where it
+        picks the CPU extension, also whether the extension has this format."""
+        chosen = backends.select(backend)
+        return backends.select(backend, self.table) if chosen == "cpu" else chosen
 
     def _from_table(self, table: Table) -> TableModule:
         if table.format is not self._format:

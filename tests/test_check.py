@@ -6,12 +6,14 @@ from unittest.mock import patch
 
 import gguf
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import random_table_bytes
 from muser_mlx import FORMATS, Table, check, check_table
 from muser_mlx.check import LISTED_BLOCKS
 from muser_mlx.formats import FLOAT_KINDS
+
+from conftest import random_table_bytes
 
 
 def test_every_format_names_aligned_float_fields_inside_its_block():

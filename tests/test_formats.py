@@ -7,13 +7,15 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf
-from kernel_harness import CXX, cpu_gather, metal_gather
 from muser_mlx import FORMATS, GGUFError, Table, embedding
 from muser_mlx.gguf import Gatherable, gatherable_tensors, open_gguf
 from muser_mlx.writer import save_gguf
+
+from conftest import OUTPUT_DTYPES, assert_bits_equal, fixture, random_table_bytes, reference, tables, write_gguf
+from kernel_harness import CXX, cpu_gather, metal_gather
 
 QTYPES = list(FORMATS)
 needs_cxx = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")

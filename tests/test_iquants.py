@@ -114,10 +114,10 @@ def test_kernel_ksigns_is_gguf_pys_table():
 @pytest.mark.parametrize("qtype", IQ)
 @pytest.mark.parametrize("dialect", [CUDA, METAL], ids=["cuda", "metal"])
 def test_a_kernel_header_holds_its_own_grid_alone(dialect, qtype):
-    ggml_type = FORMATS[qtype].ggml_type
+    fmt = FORMATS[qtype]
     kernels = [dialect.gather_kernel, dialect.matvec_kernel, dialect.bytedot_kernel, dialect.mma_kernel]
     for kernel in filter(None, kernels):
-        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(ggml_type)) == [GRID_OF_FORMAT[qtype].name]
+        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(fmt)) == [GRID_OF_FORMAT[qtype].name]
 
 
 # ---- llama.cpp's tables

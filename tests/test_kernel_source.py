@@ -12,11 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from muser_mlx import Table
+from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 
 from conftest import OUTPUT_DTYPES, assert_bits_equal, random_table_bytes, reference, tables
 from kernel_harness import CXX, cpu_gather, cpu_value_table, metal_gather
-
-from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
 
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++ or clang++) on PATH")
 

@@ -8,12 +8,14 @@ import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from conftest import fixture
 from muser_mlx import FORMATS, Embedding
 from muser_mlx.quantize import QUANTIZABLE, quantize
+
+from conftest import fixture
 
 Q4_K = gguf.GGMLQuantizationType.Q4_K
 GGUF_PY_TYPES = [q for q in QUANTIZABLE if q != "Q4_K"]
