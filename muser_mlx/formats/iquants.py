@@ -73,7 +73,9 @@ def _u32(four_bytes: mx.array) -> mx.array:
 
 def _shifted(words: mx.array, *shifts: int) -> mx.array:
     """words [n, k] -> [n, k * len(shifts)]: each word shifted right by each of ``shifts``."""
-    return (words[..., None] >> mx.array(shifts, dtype=words.dtype)).reshape(words.shape[0], words.shape[1] * len(shifts))
+    return (words[..., None] >> mx.array(shifts, dtype=words.dtype)).reshape(
+        words.shape[0], words.shape[1] * len(shifts)
+    )
 
 
 def _scaled(scale: mx.array, levels: mx.array) -> mx.array:
