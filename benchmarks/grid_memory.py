@@ -1,14 +1,15 @@
-"""Where the IQ grids live on CUDA: constant memory (``__constant__``) against global memory read
-through L1 (``__device__``), prelude_cuda.h's MUSER_CONSTANT, the same decoders alternating in one
-process at the Glimmer shape (dims 6,656, vocab 202,048) against the copy bandwidth of the same run.
-CUDA only.
+"""Where the IQ grids live on CUDA: global memory read through the read-only data cache
+(``__device__``, prelude_cuda.h's MUSER_CONSTANT by default) against constant memory
+(``__constant__``), the same decoders alternating in one process at the Glimmer shape (dims 6,656,
+vocab 202,048) against the copy bandwidth of the same run. CUDA only.
 
-In the gather the 32 lanes of a warp read 32 unrelated grid points: constant memory serves one
-address at a time, global memory one cache line. Per grid format: lookups of 4,096 and 32,768
-ids queued (common.queued_seconds; table rows read + float32 written), and the LM head on the
-table's bytes: byte dot products at 1 row of float16 x, the matrix units at 16. Each round checks
-that both give the same output. Shared memory would need every kernel to fill it and wait at a
-barrier before its first early return, an entry hook in each kernel, not a prelude spelling.
+The 32 lanes of a warp read 32 unrelated grid points: constant memory serves one address at a
+time, global memory a cache line. Per grid format: lookups of 4,096 and 32,768 ids queued
+(common.queued_seconds; table rows read + float32 written), and the LM head on the table's bytes:
+byte dot products at 1 row of float16 x, the matrix units at 16 (backends/head.py's kernels). Each
+round checks that both give the same output. Shared memory would need every kernel to fill it and
+wait at a barrier before its first early return, an entry hook in each kernel, not a prelude
+spelling.
 
     python benchmarks/grid_memory.py                        # every grid format
     python benchmarks/grid_memory.py --formats IQ2_XXS IQ1_S --rounds 3
@@ -25,10 +26,9 @@ import tempfile
 from pathlib import Path
 
 import mlx.core as mx
-from kernel_ab import use
 
 from muser_mlx import Embedding, Table
-from muser_mlx.backends import kernel as K
+from muser_mlx.backends import head, tuning
 from muser_mlx.formats.grids import GRID_OF_FORMAT
 
 from common import (
@@ -48,7 +48,7 @@ DEFINE = re.compile(r"^#define MUSER_CONSTANT .*$", re.MULTILINE)
 def folder(spelling: str) -> Path:
     """A copy of the kernel files with prelude_cuda.h's MUSER_CONSTANT spelled ``spelling``."""
     out = Path(tempfile.mkdtemp(prefix="grid_memory_"))
-    for path in (p for p in K.KERNELS.iterdir() if p.is_file()):
+    for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
         text = path.read_text()
         if path.name == "prelude_cuda.h":
             text, count = DEFINE.subn(f"#define MUSER_CONSTANT {spelling}", text)
@@ -80,13 +80,13 @@ def main() -> None:
             )
             for n in (4096, 32768)
         }
-        for head, rows in (("bytedot", 1), ("mma", 16)):
+        for kernel, rows in (("bytedot", 1), ("mma", 16)):
 
             def make_x(i, rows=rows):
                 return (mx.random.normal((rows, dims), key=mx.random.key(i)).astype(mx.float16),)
 
-            cases[f"{head} rows={rows}"] = (
-                lambda head=head, table=table: lambda x: getattr(K.CUDA, head)(table, x),
+            cases[f"{kernel} rows={rows}"] = (
+                lambda kernel=kernel, table=table: lambda x: head.HEADS[kernel](table, x, "cuda"),
                 make_x,
                 table.nbytes,
             )
@@ -95,19 +95,18 @@ def main() -> None:
             ref = None
             for _ in range(args.rounds):
                 for space, directory in folders.items():
-                    use(directory)
-                    call = make_call()
-                    out = call(*make_args(0))
-                    same = ref is None or bool(mx.array_equal(out, ref))
-                    ref = out if ref is None else ref
-                    seconds = queued_seconds(make_args, call, args.reps, 16)[0]
+                    with tuning.fixed(KERNEL_SOURCES=directory):
+                        call = make_call()
+                        out = call(*make_args(0))
+                        same = ref is None or bool(mx.array_equal(out, ref))
+                        ref = out if ref is None else ref
+                        seconds = queued_seconds(make_args, call, args.reps, 16)[0]
                     times.setdefault((qtype, case, space), []).append(seconds)
                     print(
                         f"{qtype} {case} {space}: {seconds * 1e6:.1f} us "
                         f"({100 * nbytes / seconds / copy:.0f}% of copy) same={same}",
                         flush=True,
                     )
-    use(K.KERNELS)
     rows, runs = [], []
     for (qtype, case), nbytes in moved.items():
         medians = {space: statistics.median(times[qtype, case, space]) for space in SPACES}

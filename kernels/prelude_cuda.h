@@ -2,9 +2,13 @@
 // header before it brings cuda_fp16.h, cuda_bf16.h and the fixed-width integer types).
 #define MUSER_FN __device__ __forceinline__
 #define MUSER_LOCAL
-// A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h): constant memory.
-// benchmarks/grid_memory.py times it against global memory (__device__ const, read through L1).
-#define MUSER_CONSTANT __constant__ const
+// A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h): global memory, read
+// through the read-only data cache (ld.global.nc), as ggml's CUDA keeps these grids. In constant
+// memory a warp's 32 distinct grid points are served one at a time: on the H200 the gathers of
+// the 8 KB grids (IQ2_S, IQ1_S, IQ1_M) ran at 11% of copy, IQ1_M's one-row head at 1%
+// (benchmarks/results/gather_formats_b_gpu.md, gpu_tests_h200.md); benchmarks/grid_memory.py
+// times the two side by side.
+#define MUSER_CONSTANT __device__ const
 
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
 MUSER_FN float muser_f32_bits_to_float(uint32_t bits) { return __uint_as_float(bits); }
