@@ -3,11 +3,8 @@
 #define MUSER_FN __device__ __forceinline__
 #define MUSER_LOCAL
 // A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h): global memory, read
-// through the read-only data cache (ld.global.nc), as ggml's CUDA keeps these grids. In constant
-// memory a warp's 32 distinct grid points are served one at a time: on the H200 the gathers of
-// the 8 KB grids (IQ2_S, IQ1_S, IQ1_M) ran at 11% of copy, IQ1_M's one-row head at 1%
-// (benchmarks/results/gather_formats_b_gpu.md, gpu_tests_h200.md); benchmarks/grid_memory.py
-// times the two side by side.
+// through the read-only data cache, not constant memory, which serves a warp's 32 distinct grid
+// points one at a time (docs/performance.md, "Grid memory").
 #define MUSER_CONSTANT __device__ const
 
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
