@@ -22,7 +22,7 @@ from mlx.nn.layers.distributed import sum_gradients
 from mlx.utils import tree_map_with_path
 
 from . import backends
-from .embedding import Embedding, _check_dtype, gather_for
+from .embedding import Embedding, LookupOptions, _check_dtype, gather_for
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
 from .linear import Linear, as_linear
 from .quantized import TableModule
@@ -112,7 +112,7 @@ class _MemberRows(TableModule):
         return f"rows=[{self._start}, {self._stop}) of {self.group.size()} members"
 
 
-class ShardedEmbedding(_MemberRows):
+class ShardedEmbedding(LookupOptions, _MemberRows):
     """An :class:`Embedding` split by vocabulary over ``group``: ``weight`` is this member's rows
     ``[start, stop)`` of the table's bytes, ``uint8 [stop - start, row_bytes]``, frozen.
 
@@ -162,19 +162,6 @@ class ShardedEmbedding(_MemberRows):
     def num_embeddings(self) -> int:
         """The whole vocabulary."""
         return self._total
-
-    @property
-    def dtype(self) -> mx.Dtype:
-        """The output dtype (``Module.set_dtype`` changes it)."""
-        return self["dtype"].dtype
-
-    @property
-    def on_out_of_range(self) -> str:
-        return "clamp" if self._clamp else "raise"
-
-    @property
-    def backend(self) -> str:
-        return self._backend
 
     def _ids(self, x) -> mx.array:
         """Ids of the whole vocabulary as ``uint32``: host ids checked, an ``mx.array`` checked
@@ -254,10 +241,6 @@ class ShardedLinear(_MemberRows):
     def output_dims(self) -> int:
         """All members' outputs."""
         return self._total
-
-    @property
-    def backend(self) -> str:
-        return self._backend
 
     def __call__(self, x, sharded: bool = False) -> mx.array:
         return self._logits(x, sharded)

@@ -69,7 +69,23 @@ def _lookup(gather, table: Table, ids, check_ids: bool, return_out_of_range: boo
     return (out, count_out_of_range(ids, table.vocab)) if return_out_of_range else out
 
 
-class Embedding(TableModule):
+class LookupOptions:
+    """What a lookup module (:class:`Embedding`, ``distributed.ShardedEmbedding``) was built with:
+    its output dtype, held as the empty array ``self["dtype"]`` so that ``Module.set_dtype``
+    reaches it, and what an out-of-range ``mx.array`` id does (``self._clamp``)."""
+
+    @property
+    def dtype(self) -> mx.Dtype:
+        """The output dtype (``Module.set_dtype`` changes it)."""
+        return self["dtype"].dtype
+
+    @property
+    def on_out_of_range(self) -> str:
+        """``"clamp"`` or ``"raise"``, fixed at construction."""
+        return "clamp" if self._clamp else "raise"
+
+
+class Embedding(LookupOptions, TableModule):
     """A token embedding whose table stays quantized: a drop-in for ``mlx.nn.Embedding``.
 
     ``Embedding(num_embeddings, dims, qtype)`` holds a zero table of that many rows of ``qtype``
@@ -154,21 +170,6 @@ class Embedding(TableModule):
             dtype = weight.dtype if weight.dtype in OUTPUT_DTYPES else mx.float32
         data = quantize(np.array(weight.astype(mx.float32)), qtype)
         return cls.from_table(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
-
-    @property
-    def dtype(self) -> mx.Dtype:
-        """The output dtype (``Module.set_dtype`` changes it)."""
-        return self["dtype"].dtype
-
-    @property
-    def on_out_of_range(self) -> str:
-        """``"clamp"`` or ``"raise"``, fixed at construction."""
-        return "clamp" if self._clamp else "raise"
-
-    @property
-    def backend(self) -> str:
-        """The backend asked for at construction; ``"auto"`` picks per call, by the default device."""
-        return self._backend
 
     @property
     def num_embeddings(self) -> int:

@@ -192,10 +192,6 @@ class Linear(TableModule):
     def output_dims(self) -> int:
         return self["weight"].shape[0]
 
-    @property
-    def backend(self) -> str:
-        return self._backend
-
     def __call__(self, x: mx.array) -> mx.array:
         # every projection of a model, once per token in a decode step: the checks of as_linear
         # in a few Python operations, then the cached call (on a GPU a compiled replay)

@@ -105,6 +105,11 @@ class TableModule(nn.Module):
         weight = self["weight"]
         return Table(weight, self._format, self.dims, weight.shape[0], self._source)
 
+    @property
+    def backend(self) -> str:
+        """The backend asked for at construction; ``"auto"`` picks per call, by the default device."""
+        return self._backend
+
     def _resolved_backend(self, backend: str) -> str:
         """``backends.select(backend)`` for this weight: on a GPU one test of the device; where it
         picks the CPU extension, also whether the extension has this format."""
