@@ -12,9 +12,10 @@ from mlx.utils import tree_map_with_path
 
 from . import backends
 from .backends import tuning
+from .backends.gather import gather_calls, table_words
 from .formats import FORMATS
 from .gguf import GGUFFile, opened
-from .ids import check_device_ids, count_out_of_range, host_ids
+from .ids import check_device_ids, check_dtype, count_out_of_range, host_ids
 from .linear import as_linear, tied_head
 from .quantized import TableModule
 from .table import Table
@@ -210,22 +211,22 @@ def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend:
     """``(weight, ids) -> rows``: the gather of a ``uint8 [vocab, row_bytes]`` table of ``qtype``
     into ``dtype`` on ``backend``, one for the process per (format, sizes, dtype, backend), taking
     the weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
-    with the state as an input, stands in for other arrays). On a GPU backend ids of at most
-    ``tuning.COMPILED_IDS`` go through ``mx.compile`` of it, which replays per weight and ids shape."""
+    with the state as an input, stands in for other arrays). On a GPU backend it is the gather's
+    cached kernel call on the weight's words (``backends.gather``), ids of at most
+    ``tuning.COMPILED_IDS`` through ``mx.compile`` of the words' view and the call, replayed per
+    ids shape; no binding is built per call."""
     fmt = FORMATS[qtype]
     dims = row_bytes // fmt.block_bytes * fmt.block_values
-
-    def gather(weight: mx.array, ids: mx.array) -> mx.array:
-        return backends.bind(Table(weight, fmt, dims, vocab), dtype, backend)(ids)
-
     if backend not in backends.KERNEL_BACKENDS:
-        return gather
-    compiled, device = mx.compile(gather), backends.BACKENDS[backend]
+        return lambda weight, ids: backends.bind(Table(weight, fmt, dims, vocab), dtype, backend)(ids)
+    device = backends.BACKENDS[backend]
+    call, _ = gather_calls(device.gather_kernel, fmt, dims, vocab, dtype)
+    compiled = mx.compile(lambda weight, ids: call(table_words(weight), ids))
 
     def kernel_gather(weight: mx.array, ids: mx.array) -> mx.array:
-        # the bytes as the kernels read them (aligned, resident) before the trace, which sees a tracer
-        weight = device.kernel_data(weight)
-        return (compiled if ids.size <= tuning.COMPILED_IDS else gather)(weight, ids)
+        check_dtype(ids.dtype)
+        weight = device.kernel_data(weight)  # aligned, resident: before the trace, which sees a tracer
+        return compiled(weight, ids) if ids.size <= tuning.COMPILED_IDS else call(table_words(weight), ids)
 
     return kernel_gather
 

@@ -186,3 +186,38 @@ def test_a_weight_off_the_kernels_alignment_is_read_right(n):
     emb.weight = big[1:]
     ids = mx.array(np.arange(n) % 200)
     assert_bits_equal(emb(ids), reference(raw, "Q8_0", np.arange(n) % 200))
+
+
+def test_the_kernel_gather_path_on_a_stand_in_kernel(q4k_table, monkeypatch):
+    """gather_for's GPU branch, with a stand-in for the device's gather kernel that reads the
+    words it is given with MLX ops: few ids replay the compiled call, many build it, both on the
+    weight passed in (not a copy bound earlier), after kernel_data."""
+    from types import SimpleNamespace
+
+    from muser_mlx import backends
+    from muser_mlx.backends import ops
+    from muser_mlx.embedding import gather_for
+
+    table, raw = q4k_table
+    seen = []
+
+    def kernel(launch, inputs):
+        words, ids = inputs
+        data = words.view(mx.uint8).reshape(table.vocab, table.row_bytes)
+        return ops.bind(Table(data, table.format, table.dims, table.vocab), launch.output_dtype)(ids)
+
+    device = SimpleNamespace(gather_kernel=kernel, kernel_data=lambda data: seen.append(data.shape) or data)
+    monkeypatch.setattr(backends, "KERNEL_BACKENDS", ("ops",))
+    monkeypatch.setitem(backends.BACKENDS, "ops", device)
+    gather_for.cache_clear()
+    try:
+        emb = Embedding.from_table(table, backend="ops")
+        for ids in ([3, 1], list(range(11)) * 7):  # 2 ids: compiled; 77: built
+            assert_bits_equal(emb(mx.array(ids)), reference(raw, "Q4_K", ids))
+        emb.update({"weight": mx.array(raw[::-1].copy())})
+        assert_bits_equal(emb(mx.array([0])), reference(raw, "Q4_K", [table.vocab - 1]))
+        with pytest.raises(TypeError):
+            emb(mx.array([1.0]))
+    finally:
+        gather_for.cache_clear()
+    assert seen == [(table.vocab, table.row_bytes)] * 3
