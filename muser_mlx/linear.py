@@ -105,11 +105,11 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
 
 
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
-    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tuning.TILE_ROWS`` rows
+    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tuning.tile_rows`` rows
     of ``W`` dequantized at a time into g's dtype by the backend's gather, the products summed in
     float32. As in :func:`head.tiled`, each tile waits for the sum before it, so at most one tile
     of floats is alive: no float copy of the table."""
-    tile_rows = tuning.TILE_ROWS
+    tile_rows = tuning.tile_rows(table.dims, g.dtype)
     gather = backends.bind(table, g.dtype, backend)
     total = None
     for start in range(0, table.vocab, tile_rows):

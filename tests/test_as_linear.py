@@ -90,7 +90,7 @@ def test_as_linear_matches_float64_reference(problem):
 def test_tiles_of_any_size_give_the_same_logits(problem, tile_rows):
     table, data, x = problem
     flat = x.reshape(-1, table.dims)
-    with tuning.fixed(TILE_ROWS=tile_rows):
+    with tuning.fixed(TILE_BYTES=tile_rows * table.dims * x.dtype.size):
         assert_close(head.tiled(table, flat, "ops"), flat, dequantized(data, table.qtype))
 
 
@@ -332,7 +332,7 @@ def test_lazy_and_never_a_full_float_table(monkeypatch):
     """Nothing sizeable is computed before eval; evaluating, eagerly or compiled, holds about a
     tile of floats (1,024 rows here: 4 MiB), far below the float32 table (vocab 16,384 x 1,024:
     64 MiB; its Q4_K bytes are 9 MiB)."""
-    monkeypatch.setattr(tuning, "TILE_ROWS", 1024)
+    monkeypatch.setattr(tuning, "TILE_BYTES", 1024 * 1024 * 4)
     rng = np.random.default_rng(3)
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 16384, 1024), "Q4_K", 1024)
     x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))

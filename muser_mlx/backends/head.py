@@ -7,9 +7,9 @@ that chooses among them for a row count and dtype (:func:`choose`).
   dot products of levels and x in integers; ``mma`` (kernels/mma.h, CUDA compute capability 8+,
   quantized tables): warp matrix multiplies.
 - ``cpu_matvec`` (the ``cpu`` backend, few rows of x): kernels/matvec.h in the CPU extension.
-- ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): ``tuning.TILE_ROWS``
-  vocab rows at a time are dequantized by the backend's gather into x's dtype and multiplied
-  with MLX's matmul; at most one tile of floats is alive at a time.
+- ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
+  are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
+  time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 
 Every kernel takes ``x [n, dims]`` (n >= 1) and gives ``[n, vocab]`` in x's dtype, accumulating
 in float32; the layouts are tuning.py's.
@@ -60,11 +60,11 @@ def logits(table: Table, x: mx.array, backend: str) -> mx.array:
 
 
 def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
-    """Dequantize ``tuning.TILE_ROWS`` vocab rows at a time (the backend's gather of
+    """Dequantize ``tuning.tile_rows`` vocab rows at a time (the backend's gather of
     ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the previous
     tile's logits, so MLX evaluates the tiles one after the other and frees each before the next
     (left alone it interleaves them)."""
-    tile_rows = tuning.TILE_ROWS
+    tile_rows = tuning.tile_rows(table.dims, x.dtype)
     gather = bind(table, x.dtype, backend)
     parts: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):

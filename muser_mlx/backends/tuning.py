@@ -30,13 +30,14 @@ COMPILED_IDS = 64
 
 # Which LM head kernel runs ("Head kernel by row count"): streamed up to MATVEC_MAX_ROWS rows of
 # x; a quantized table on matrix units from MMA_MIN_ROWS (by x's dtype: float32 x costs three
-# multiplies) to MMA_MAX_ROWS; byte dot products up to BYTEDOT_MAX_ROWS; else the tiled matmul of
-# TILE_ROWS vocab rows at a time (TILE_ROWS * dims floats alive: 52 MiB at dims 6,656 float16).
+# multiplies) to MMA_MAX_ROWS; byte dot products up to BYTEDOT_MAX_ROWS; else the tiled matmul
+# ("Tiled prefill"): as many vocab rows at a time as TILE_BYTES of floats in x's dtype hold
+# (tile_rows), the floats alive at once.
 MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
 MMA_MAX_ROWS = 128
 BYTEDOT_MAX_ROWS = 1
-TILE_ROWS = 4096
+TILE_BYTES = 1 << 26
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
 # MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
@@ -71,6 +72,12 @@ def fixed(**constants) -> Iterator[None]:
         yield
     finally:
         globals().update(before)
+
+
+def tile_rows(dims: int, dtype: mx.Dtype) -> int:
+    """Vocab rows of ``dims`` values per tile of the tiled head and of the gradient: TILE_BYTES
+    of ``dtype`` (at least one row)."""
+    return max(1, TILE_BYTES // (dims * dtype.size))
 
 
 def gather_values(dims: int) -> int:
