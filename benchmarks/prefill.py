@@ -40,7 +40,8 @@ MIB = 1 << 20
 def dequantize(table: Table, x: mx.array) -> mx.array:
     """The tiled path's dequantization of the whole table in x's dtype, tile after tile as
     ``head.tiled`` takes them, each reduced to a scalar (no matmul)."""
-    gather, rows = backends.bind(table, x.dtype, "auto"), tuning.tile_rows(table.dims, x.dtype)
+    gather = backends.bind(table, x.dtype, backends.select("auto", table))
+    rows = tuning.tile_rows(table.dims, x.dtype)
     total = None
     for start in range(0, table.vocab, rows):
         ids = mx.arange(start, min(start + rows, table.vocab), dtype=mx.int32)
@@ -59,10 +60,15 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
         "muser_mlx": (lambda x: as_linear(table, x), {}),
         "mma": (lambda x: as_linear(table, x), {"MMA_MAX_ROWS": 1 << 30}),
     }
-    calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, "auto"), {"TILE_BYTES": m * MIB}) for m in tiles}
+    calls |= {
+        f"tiled@{m}": (lambda x: head.tiled(table, x, backends.select("auto", table)), {"TILE_BYTES": m * MIB})
+        for m in tiles
+    }
     calls |= {f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB}) for m in tiles}
     if baselines:
-        dense = backends.bind(table, mx.float16, "auto")(mx.arange(vocab))  # the same values in float16
+        dense = backends.bind(table, mx.float16, backends.select("auto", table))(
+            mx.arange(vocab)
+        )  # the same values in float16
         q4 = nn.QuantizedLinear(dims, vocab, bias=False, group_size=64, bits=4)
         q4.scales, q4.biases = q4.scales.astype(mx.float16), q4.biases.astype(mx.float16)
         mx.eval(dense, q4.parameters())
