@@ -6,12 +6,14 @@ Decode: seconds per token of ``mlx_lm.generate_step`` (the interval between toke
 after a short prompt. Prefill: seconds from a ``--prefill``-token prompt to the first generated
 token (mlx-lm evaluates the prompt's caches, then one step). Contenders alternate, the order
 reversed every other round, so a machine's drift falls on each alike. On a GPU the muser_mlx model
-also runs with every head call built each time (``linear.COMPILED_ROWS`` 0) against the default,
-few-row calls replayed under ``mx.compile``.
+also runs with every head call built each time (``tuning.COMPILED_ROWS`` 0) against the default,
+few-row calls replayed under ``mx.compile``. ``--tuning NAME=VALUE`` sets a constant of
+``muser_mlx.backends.tuning`` for the whole run (``tuning.fixed``), e.g. ``BYTEDOT_MIN_BYTES=0``.
 
     python benchmarks/decode.py --model gemma --tokens 6 --rounds 2 --prefill 0   # the CPU record
     python benchmarks/decode.py --model gemma-random                              # GPU: Gemma 3 270M's shape
     python benchmarks/decode.py --model glimmer-2 --prefill 0                     # GPU: 202,048 x 6,656
+    python benchmarks/decode.py --model gemma-random --prefill 0 --tuning BYTEDOT_MIN_BYTES=0
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from mlx.utils import tree_flatten
 from mlx_lm.generate import generate_step
 
 import muser_mlx
-from muser_mlx import Embedding, Linear, Table, backends, linear
-from muser_mlx.linear import COMPILED_ROWS
+from muser_mlx import Embedding, Linear, Table, backends
+from muser_mlx.backends import tuning
 
 from common import markdown, random_q_bytes, save
 
@@ -144,7 +146,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--prefill", type=int, default=512, help="prompt tokens for the prefill time (0: skip)")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--tuning", nargs="*", default=[], metavar="NAME=VALUE", help="tuning constants for the run")
     args = ap.parse_args()
+    constants = {name: int(value) for name, value in (a.split("=") for a in args.tuning)}
+    with tuning.fixed(**constants):
+        run(args, constants)
+
+
+def run(args, constants: dict) -> None:
     dtype = getattr(mx, args.dtype)
 
     if args.model == "gemma":
@@ -162,7 +171,7 @@ def main() -> None:
         "muser_mlx (GGUF bytes)": ours,
         f"float nn.Linear/nn.Embedding ({args.dtype})": float_twin(ours, config, dtype),
     }
-    compiled_rows = {}  # contender -> linear.COMPILED_ROWS while it runs
+    compiled_rows = {}  # contender -> tuning.COMPILED_ROWS while it runs
     if mx.default_device() == mx.gpu:
         built = "muser_mlx, head calls built each call (COMPILED_ROWS 0)"
         contenders[built], compiled_rows[built] = ours, 0
@@ -175,10 +184,10 @@ def main() -> None:
     prefill = {name: [] for name in contenders}
     for r in range(args.rounds):
         for name in list(contenders)[:: 1 if r % 2 == 0 else -1]:
-            linear.COMPILED_ROWS = compiled_rows.get(name, COMPILED_ROWS)
-            decode[name].append(decode_seconds(contenders[name], vocab, args.tokens))
-            if args.prefill:
-                prefill[name].append(prefill_seconds(contenders[name], vocab, args.prefill))
+            with tuning.fixed(COMPILED_ROWS=compiled_rows.get(name, tuning.COMPILED_ROWS)):
+                decode[name].append(decode_seconds(contenders[name], vocab, args.tokens))
+                if args.prefill:
+                    prefill[name].append(prefill_seconds(contenders[name], vocab, args.prefill))
     base = statistics.median(decode[next(iter(contenders))])
     rows, data = (
         [],
@@ -188,6 +197,7 @@ def main() -> None:
             "tokens": args.tokens,
             "rounds": args.rounds,
             "prefill_tokens": args.prefill,
+            "tuning": constants,
             "results": {},
         },
     )
@@ -208,7 +218,10 @@ def main() -> None:
     print(table)
     data["backend"] = backends.select("auto")
     title = f"Decode and prefill: {args.model}, {args.dtype}, muser_mlx backend {data['backend']}"
-    path = save(f"decode_{args.model}_{args.dtype}", title, table, data)
+    suffix = "".join(f"_{name.lower()}_{value}" for name, value in constants.items())
+    if constants:
+        table += "\n\nTuning for the run: " + ", ".join(f"{k} = {v}" for k, v in constants.items()) + "."
+    path = save(f"decode_{args.model}_{args.dtype}{suffix}", title, table, data)
     print(f"saved {path}")
 
 

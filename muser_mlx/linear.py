@@ -25,12 +25,6 @@ from .table import Table
 log = logging.getLogger("muser_mlx")
 
 X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
-# Rows of x up to which a GPU backend's head call goes through mx.compile, which replays it per
-# x shape: a decode step calls every projection with one row, and building the call (the
-# choice, the launch constants, the custom function) is host time spent once per projection
-# per token. As the gather's COMPILED_IDS; a new row count costs a trace, so long x is built each
-# call. Measured against building every call by benchmarks/decode.py on a GPU.
-COMPILED_ROWS = tuning.MATVEC_MAX_ROWS
 
 
 def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
@@ -75,7 +69,7 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     The logits of ``x [n, dims]`` are an ``mx.custom_function``: the kernels have no derivative of
     their own (MLX: "[Primitive::vjp] Not implemented for CustomKernel"), so its vjp gives x's
     cotangent from the same bytes, :func:`input_gradient`; the table is frozen, its cotangent
-    zeros, built lazily and so never allocated. On a GPU backend, x of at most COMPILED_ROWS
+    zeros, built lazily and so never allocated. On a GPU backend, x of at most ``tuning.COMPILED_ROWS``
     rows goes through ``mx.compile`` of the whole call, replayed per x shape."""
     fmt = FORMATS[qtype]
     dims = row_bytes // fmt.block_bytes * fmt.block_values
@@ -99,7 +93,7 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     def kernel_call(weight: mx.array, x: mx.array) -> mx.array:
         # the bytes as the kernels read them (aligned, resident) before a trace, which sees a tracer
         weight = device.kernel_data(weight)
-        return (compiled if x.size <= COMPILED_ROWS * dims else call)(weight, x)
+        return (compiled if x.size <= tuning.COMPILED_ROWS * dims else call)(weight, x)
 
     return kernel_call
 

@@ -285,12 +285,18 @@ def test_every_format_on_every_head_path(capfd, qtype):
 def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
     rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, byte dot products
-    one row; float tables, float32 x below MMA_MIN_ROWS and Metal keep the lane-wise matvec up to
-    MATVEC_MAX_ROWS; beyond, and on the ops backend, the tiled matmul."""
+    one row of a table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
+    MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
+    backend, the tiled matmul."""
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 9)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
+    big = Table.from_bytes(np.zeros((-(-tuning.BYTEDOT_MIN_BYTES // 144), 144), np.uint8), "Q4_K", 256)
+    assert head.choose(big, 1, mx.float16, "cuda") == "bytedot"
+    assert head.choose(q4k, 1, mx.float16, "cuda") == "matvec"
+    with tuning.fixed(BYTEDOT_MIN_BYTES=0):
+        assert head.choose(q4k, 1, mx.float16, "cuda") == "bytedot"
     for dtype, first in tuning.MMA_MIN_ROWS.items():
         assert head.choose(q4k, first - 1, dtype, "cuda") in ("bytedot", "matvec")
         assert head.choose(q4k, first, dtype, "cuda") == "mma"
@@ -302,7 +308,7 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == "tiled"
     assert tuning.MMA_MIN_ROWS[mx.float32] > tuning.MMA_MIN_ROWS[mx.float16] > 1
     cases = [
-        (q4k, 1, mx.float16, "cuda", "bytedot"),
+        (big, 1, mx.float32, "cuda", "bytedot"),
         (q4k, 2, mx.float16, "cuda", "mma"),
         (q4k, 2, mx.float32, "cuda", "matvec"),
         (f16, 1, mx.float16, "cuda", "matvec"),

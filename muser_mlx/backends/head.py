@@ -49,7 +49,7 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
         return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
     if rows > tuning.MATVEC_MAX_ROWS:
         return "tiled"
-    if quantized and device.byte_dots and rows <= tuning.BYTEDOT_MAX_ROWS:
+    if quantized and device.byte_dots and rows <= tuning.BYTEDOT_MAX_ROWS and table.nbytes >= tuning.BYTEDOT_MIN_BYTES:
         return "bytedot"
     return "matvec"
 

@@ -35,9 +35,18 @@ COMPILED_IDS = 64
 # (tile_rows), the floats alive at once.
 MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
-MMA_MAX_ROWS = 128
+MMA_MAX_ROWS = 32
 BYTEDOT_MAX_ROWS = 1
-TILE_BYTES = 1 << 26
+# A table of fewer bytes than this (a small model's projection) takes the matvec's one launch
+# rather than the byte dot products' two (x's run records, then the products): in a decode step
+# the launches, not the bytes, are the cost ("Head kernel by row count").
+BYTEDOT_MIN_BYTES = 1 << 24
+# Rows of x up to which a GPU backend's head call goes through mx.compile, which replays it per
+# x shape ("Compiled small batches", as COMPILED_IDS for the gather): a decode step calls every
+# projection with one row, and building the call is host time spent once per projection per token.
+COMPILED_ROWS = MATVEC_MAX_ROWS
+TILE_BYTES = 1 << 30
+TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
 # MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
@@ -76,8 +85,8 @@ def fixed(**constants) -> Iterator[None]:
 
 def tile_rows(dims: int, dtype: mx.Dtype) -> int:
     """Vocab rows of ``dims`` values per tile of the tiled head and of the gradient: TILE_BYTES
-    of ``dtype`` (at least one row)."""
-    return max(1, TILE_BYTES // (dims * dtype.size))
+    of ``dtype``, rounded down to whole TILE_ALIGN rows (at least TILE_ALIGN)."""
+    return max(1, TILE_BYTES // (dims * dtype.size) // TILE_ALIGN) * TILE_ALIGN
 
 
 def gather_values(dims: int) -> int:
