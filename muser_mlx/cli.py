@@ -42,8 +42,10 @@ def inspect(args) -> None:
         }[f.tied]
         print(f"  tied head      {tied}")
         print("tensors muser_mlx can gather (Table.from_gguf(path, name)):")
-        for g in gatherable_tensors(f):
-            print(f"  {g.name:<32} {g.qtype:<5} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
+        tensors = gatherable_tensors(f)
+        width = max((len(g.qtype) for g in tensors), default=0)  # IQ2_XXS: 7
+        for g in tensors:
+            print(f"  {g.name:<32} {g.qtype:<{width}} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
 
 
 def embed(args) -> None:

@@ -161,7 +161,8 @@ class Embedding(LookupOptions, TableModule):
     @classmethod
     def from_embedding(cls, embedding_or_weight, qtype: str = "Q4_K", dtype: mx.Dtype | None = None, **kwargs):
         """Quantize an ``mlx.nn.Embedding`` (or its float ``weight [num_embeddings, dims]``) to
-        ``qtype`` with :func:`muser_mlx.quantize` (llama.cpp's reference quantizer).
+        ``qtype`` with :func:`muser_mlx.quantize` (for Q4_K llama.cpp's reference quantizer, for the
+        other types gguf-py's, byte for byte).
         ``dtype`` defaults to the weight's dtype, so a model's numerics stay as they were."""
         from .quantize import quantize
 
