@@ -17,7 +17,7 @@ def test_inspect(capsys):
     assert "token_embd.weight: Q4_K, ggml shape [512, 1003]" in out and "288 bytes = 2 blocks" in out
     assert "float32 copy   2.0 MiB" in out
     gatherable = out.split("tensors muser_mlx can gather", 1)[1]
-    assert "output.weight" in gatherable and "Q6_K  [512, 1003]" in gatherable and "token_embd.weight" in gatherable
+    assert "output.weight" in gatherable and "Q6_K [512, 1003]" in gatherable and "token_embd.weight" in gatherable
 
 
 def test_embed_prints_and_saves(tmp_path, capsys):
