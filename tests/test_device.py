@@ -135,9 +135,10 @@ def test_head_kernels_refuse_what_they_cannot_run(stand_in_cuda):
 def test_tuning_fixed_sets_and_restores():
     before = tuning.TILE_BYTES
     with pytest.raises(RuntimeError):
-        with tuning.fixed(TILE_BYTES=3 * 64 * 2, MATVEC_VALUES=8):
+        with tuning.fixed(TILE_BYTES=3 * 64 * 2, TILE_ALIGN=1, MATVEC_VALUES=8):
             assert (tuning.tile_rows(64, mx.float16), tuning.matvec_layout(1, 64)[2]) == (3, 8)
             raise RuntimeError
+    assert tuning.tile_rows(64, mx.float16) % tuning.TILE_ALIGN == 0
     assert tuning.TILE_BYTES == before and tuning.MATVEC_VALUES == 16
     with pytest.raises(ValueError, match="no constant TILE_ROW;"):
         with tuning.fixed(TILE_ROW=3):
