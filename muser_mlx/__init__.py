@@ -1,7 +1,7 @@
 """GGUF quantized token-embedding tables for MLX, gathered and dequantized row by row."""
 
 from .check import TableReport, check_table
-from .distributed import ShardedEmbedding, ShardedLinear, shard, shard_embedding, shard_linear
+from .distributed import ShardedEmbedding, ShardedLinear, shard, shard_embedding
 from .embedding import Embedding, embedding, quantize_embeddings
 from .errors import GGUFError
 from .formats import FORMATS
@@ -9,6 +9,7 @@ from .linear import Linear, as_linear
 from .lm import load
 from .quantize import quantize
 from .table import Table
+from .tensor_parallel import AllToShardedLinear, ShardedToAllLinear, shard_linear
 from .writer import save_gguf
 
 __all__ = [
@@ -30,5 +31,7 @@ __all__ = [
     "shard",
     "ShardedLinear",
     "shard_linear",
+    "AllToShardedLinear",
+    "ShardedToAllLinear",
 ]
 __version__ = "0.1.0"
