@@ -282,12 +282,17 @@ def mlx_lm_models(group) -> dict | None:
             }
     if "load" in builds:
         from mlx_lm import generate
+        from mlx_lm.generate import generation_stream
 
         model, tokenizer = load(FIXTURE, dtype=mx.float32)
         want = generate(model, tokenizer, prompt="Once upon a time", max_tokens=6)
         report["load"]["generate_equal"] = (
             generate(shard(model, group, layers=False), tokenizer, prompt="Once upon a time", max_tokens=6) == want
         )
+        # generate returns with its next step still evaluating on generation_stream (on the CPU and
+        # CUDA: mlx-lm synchronizes it on Metal only); its collectives would otherwise pair with
+        # the next ones sent from another stream
+        mx.synchronize(generation_stream)
     return report
 
 
