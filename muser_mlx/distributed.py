@@ -30,7 +30,7 @@ from .gguf import GGUFFile, opened, table_tensor
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
 from .linear import Linear, as_linear
 from .quantized import TableModule
-from .tensor_parallel import gguf_shard_linear
+from .tensor_parallel import AllToShardedLinear, ShardedToAllLinear, gguf_shard_linear
 
 log = logging.getLogger("muser_mlx")
 
@@ -99,8 +99,13 @@ class _MemberRows(TableModule):
     def _read_rows(self, f: GGUFFile, tensor: str) -> None:
         """This member's rows of the 2-D ``tensor`` of the open ``f``, read from the file: one
         range of its bytes."""
-        self.weight = member_bytes.read(f, f.tensors[tensor], [(self._start, self._stop)])
+        self.weight = member_bytes.read(f, f.tensors[tensor], *self.part)
         self._source = f"{f.path}:{tensor}"
+
+    @property
+    def part(self) -> tuple[member_bytes.Pieces, None]:
+        """This member's rows of the whole table, all their bytes (as the tensor-parallel modules')."""
+        return [(self._start, self._stop)], None
 
     @property
     def start(self) -> int:
@@ -308,6 +313,13 @@ def shard_embedding(module: Embedding, group: mx.distributed.Group | None = None
     _check_type(module, Embedding)
     group = group or mx.distributed.init()
     return module if group.size() == 1 else ShardedEmbedding.from_embedding(module, group)
+
+
+def member_parts(model: nn.Module) -> dict[str, tuple[member_bytes.Pieces | None, member_bytes.Pieces | None]]:
+    """Module path -> ``(rows, byte columns)`` of the whole tensor that each sharded module of
+    ``model`` holds (:mod:`muser_mlx.member_bytes`), as ``muser_mlx.load`` reads them."""
+    sharded = (_MemberRows, ShardedToAllLinear, AllToShardedLinear)
+    return {path: module.part for path, module in model.named_modules() if isinstance(module, sharded)}
 
 
 def shard(model: nn.Module, group: mx.distributed.Group | None = None, layers: bool = True) -> nn.Module:

@@ -38,13 +38,13 @@ def _check_sharding(sharding: str) -> None:
 
 class _TensorParallel(TableModule):
     """This member's part of a projection: ``weight`` ``uint8 [rows, row_bytes]``, frozen. A
-    subclass's ``_part(outputs, inputs, segments)`` names the part: ``(rows, byte columns)`` of
-    the whole ``[outputs, inputs]`` weight (:mod:`muser_mlx.member_bytes`), None for all."""
+    subclass's ``part`` names it: ``(rows, byte columns)`` of the whole weight
+    (:mod:`muser_mlx.member_bytes`), None for all; ``segments`` as MLX's (default 1)."""
 
     def __init__(self, rows: int, dims: int, qtype: str, backend: str, group: mx.distributed.Group):
         backends.select(backend)
         super().__init__(rows, dims, qtype)
-        self.group, self._backend = group, backend
+        self.group, self._backend, self._segments = group, backend, 1
 
     @classmethod
     def from_linear(
@@ -54,7 +54,8 @@ class _TensorParallel(TableModule):
         if type(linear) is not Linear:
             raise TypeError(f"expected a muser_mlx.Linear, got {type(linear).__name__}")
         module = cls(linear.input_dims, linear.output_dims, "bias" in linear, linear.qtype, linear.backend, group)
-        rows, columns = module._part(linear.output_dims, linear.input_dims, segments)
+        module._segments = segments
+        rows, columns = module.part
         module.weight = member_bytes.take(linear["weight"], rows, columns)
         if "bias" in linear:
             module.bias = member_bytes.take(linear["bias"], rows)
@@ -76,7 +77,8 @@ class _TensorParallel(TableModule):
             info = member_bytes.tensor_2d(f, tensor)
             dims, outputs = info.shape
             module = cls(dims, outputs, False, info.qtype, backend, group)
-            module.weight = member_bytes.read(f, info, *module._part(outputs, dims, segments))
+            module._segments = segments
+            module.weight = member_bytes.read(f, info, *module.part)
             module._source = f"{f.path}:{tensor}"
         return module
 
@@ -105,8 +107,10 @@ class AllToShardedLinear(_TensorParallel):
             self.bias = mx.zeros((self.rows,))
         self.freeze()
 
-    def _part(self, outputs, inputs, segments):
-        return member_bytes.split_pieces(outputs, segments, self.group, repr(self)), None
+    @property
+    def part(self) -> tuple[member_bytes.Pieces, None]:
+        """This member's rows of the whole weight (and bias), all their bytes."""
+        return member_bytes.split_pieces(self.output_dims, self._segments, self.group, repr(self)), None
 
     @property
     def input_dims(self) -> int:
@@ -157,10 +161,12 @@ class ShardedToAllLinear(_TensorParallel):
             self.bias = mx.zeros((output_dims,))
         self.freeze()
 
-    def _part(self, outputs, inputs, segments):
+    @property
+    def part(self) -> tuple[None, member_bytes.Pieces]:
+        """Every row of the whole weight, this member's byte columns of each (the bias whole)."""
         what = repr(self)
         return None, member_bytes.byte_pieces(
-            member_bytes.split_pieces(inputs, segments, self.group, what), self.format, what
+            member_bytes.split_pieces(self.input_dims, self._segments, self.group, what), self.format, what
         )
 
     @property

@@ -164,8 +164,9 @@ def quantized_llama(group) -> nn.Module:
 
 
 def models(group) -> dict:
-    """Whole models sharded by ``muser_mlx.shard`` (embedding, head, every layer) against the
-    unsharded ones: float32 logits of a prompt, and mlx-lm's ``generate_step`` greedy tokens."""
+    """Whole models sharded (embedding, head, every layer) by ``muser_mlx.shard``, and by
+    ``muser_mlx.load(..., group=)`` reading each member's part of the file, against the unsharded
+    ones: float32 logits of a prompt, and mlx-lm's ``generate_step`` greedy tokens."""
     from mlx_lm.generate import generate_step
 
     prompt = mx.array([1, 17, 400, 999, 3])
@@ -173,17 +174,25 @@ def models(group) -> dict:
     def tokens(model, n=8):
         return [int(t) for t, _ in generate_step(prompt, model, max_tokens=n)]
 
-    builds = {"random llama": lambda: quantized_llama(group)}
+    def random_llama():
+        return quantized_llama(group)
+
+    def fixture():
+        return load(FIXTURE, dtype=mx.float32)[0]
+
+    # (name, the unsharded model, the sharded one)
+    builds = [("random llama", random_llama, lambda: shard(random_llama(), group))]
     if FIXTURE.is_file():
-        builds["load"] = lambda: load(FIXTURE, dtype=mx.float32)[0]
+        builds.append(("load", fixture, lambda: shard(fixture(), group)))
+        builds.append(("load(group=)", fixture, lambda: load(FIXTURE, dtype=mx.float32, group=group)[0]))
     report = {}
-    for name, build in builds.items():
+    for name, build, build_sharded in builds:
         model = build()
         want_logits, want_tokens = model(prompt[None]), tokens(model)
-        model = build()
-        error = error_of(lambda m=model: shard(m, group))
-        if error:
-            report[name] = {"error": error}
+        try:
+            model = build_sharded()
+        except ValueError as e:
+            report[name] = {"error": f"{type(e).__name__}: {e}"}
             continue
         attn = model.model.layers[0].self_attn
         report[name] = {
