@@ -235,11 +235,11 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
 
 
 class ShardedLinear(_MemberRows):
-    """A :class:`Linear` split by output features over ``group`` (MLX's "all-to-sharded"): this
+    """The vocab-parallel head: a :class:`Linear` split by output features over ``group``, this
     member holds rows ``[start, stop)`` of ``W`` and of the bias. Called on the same x on every
     member it returns the unsharded outputs ``[..., output_dims]`` (gathered), or with
     ``sharded=True`` this member's ``[..., stop - start]``; differentiable in x. The untied LM head
-    is one. :func:`shard_linear` makes one from a :class:`Linear`; the constructor's arguments are
+    is one. :meth:`from_linear` makes one from a :class:`Linear`; the constructor's arguments are
     :class:`Linear`'s and ``group``.
     """
 
