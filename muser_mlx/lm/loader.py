@@ -13,12 +13,12 @@ from mlx import nn
 from mlx.utils import tree_unflatten
 
 from .. import member_bytes
-from ..distributed import member_parts, shard
 from ..embedding import Embedding
 from ..errors import GGUFError
 from ..formats import FORMATS
 from ..gguf import open_gguf
 from ..linear import Linear
+from ..sharding import member_parts, shard
 from .architectures import (
     MODEL_TENSORS,
     Architecture,
