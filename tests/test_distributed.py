@@ -26,6 +26,9 @@ import pytest
 from hypothesis import given, settings
 from mlx import nn
 
+import muser_mlx
+import muser_mlx.gguf
+import muser_mlx.member_bytes
 from muser_mlx import (
     AllToShardedLinear,
     Embedding,
@@ -381,3 +384,37 @@ def test_whole_model_sharded_matches_unsharded(members):
             assert r["heads"] == [heads, heads], where
             assert r["rel"] <= 1e-5, f"{where}: {r['rel']:.3g}"
             assert r["tokens_equal"], f"{where}: generate_step's tokens differ"
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("segments", [1, 2, [6, 18], [0.25, 0.75]])
+def test_member_pieces_are_mlx_shards(size, segments):
+    """Each member's pieces (rows for all-to-sharded, columns for sharded-to-all) select what MLX's
+    own ``_shard`` keeps of a weight, for counts, indices and fractions of segments alike."""
+    from mlx.nn.layers.distributed import _all_to_sharded, _shard, _sharded_to_all
+
+    from muser_mlx.member_bytes import split_pieces, take
+
+    weight = mx.arange(24 * 24).reshape(24, 24)
+    for rank in range(size):
+        group = Member(rank, size)
+        pieces = split_pieces(24, segments, group, "weight")
+        for predicate, rows in ((_all_to_sharded, True), (_sharded_to_all, False)):
+            want = _shard({"weight": weight}, predicate(segments), group)["weight"]
+            got = take(weight, pieces, None) if rows else take(weight, None, pieces)
+            assert np.array_equal(np.array(got), np.array(want)), (rank, segments, rows)
+
+
+def test_rows_of_a_tensor_read_from_the_file(tmp_path):
+    data = random_table_bytes(np.random.default_rng(5), "Q8_0", 7, 64)
+    path = tmp_path / "t.gguf"
+    muser_mlx.save_gguf(path, {"t.weight": Table.from_bytes(data, "Q8_0", 64)})
+    with muser_mlx.gguf.open_gguf(path) as f:
+        out = np.empty((3, data.shape[1]), np.uint8)
+        f.read_into("t.weight", out, rows=(2, 5))
+        assert np.array_equal(out, data[2:5])
+        with pytest.raises(ValueError, match=r"has rows \[0, 7\); asked for \[5, 8\)"):
+            f.read_into("t.weight", out, rows=(5, 8))
+        columns = [(34, 68)]  # the second Q8_0 block of each row
+        got = muser_mlx.member_bytes.read(f, f.tensors["t.weight"], [(1, 3), (4, 7)], columns)
+        assert np.array_equal(np.array(got), data[[1, 2, 4, 5, 6], 34:68])
