@@ -4,7 +4,7 @@ Each member holds the whole table (the unsharded module, what mlx-lm replicates 
 share of it, and times both side by side in one run: the head for ``--rows`` rows of x (full
 logits, gathered) and, for the tied head, the lookup of ``--ids`` ids. ``--head tied``: an
 :class:`Embedding` and :func:`muser_mlx.shard_embedding` (its ``as_linear``); ``--head linear``:
-an untied head, a :class:`Linear` and :func:`muser_mlx.shard_linear`. Default shape: Gemma 3
+an untied head, a :class:`Linear` and :meth:`muser_mlx.ShardedLinear.from_linear`. Default shape: Gemma 3
 270M's token table (262,144 x 640, Q8_0). Rank 0 writes
 ``results/distributed[_linear]_<cpu|gpu>.{md,json}``.
 
@@ -27,7 +27,7 @@ import os
 
 import mlx.core as mx
 
-from muser_mlx import Embedding, Linear, Table, shard_embedding, shard_linear
+from muser_mlx import Embedding, Linear, ShardedLinear, Table, shard_embedding
 
 from common import alternating_medians, fresh_ids, markdown, queued_seconds, random_q_bytes, save
 
@@ -73,7 +73,7 @@ def main() -> None:
     del table
     mx.eval(full.weight)
     full_active = mx.get_active_memory() - base
-    sharded = shard_embedding(full, group) if tied else shard_linear(full, group)
+    sharded = shard_embedding(full, group) if tied else ShardedLinear.from_linear(full, group)
     mx.eval(sharded.weight)
     both_active = mx.get_active_memory() - base
     heads = (full.as_linear, sharded.as_linear) if tied else (full, sharded)

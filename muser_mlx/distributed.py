@@ -16,13 +16,15 @@ is given the same ids and the same x.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mlx.core as mx
 from mlx import nn
 from mlx.nn.layers.distributed import sum_gradients
-from mlx.utils import tree_map_with_path
 
-from . import backends
+from . import backends, member_bytes
 from .embedding import Embedding, LookupOptions, _check_dtype, gather_for
+from .gguf import GGUFFile, opened, table_tensor
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
 from .linear import Linear, as_linear
 from .quantized import TableModule
@@ -88,6 +90,17 @@ class _MemberRows(TableModule):
                 f"{self._total}: weight must have {self.rows} rows, got {list(getattr(value, 'shape', []))}"
             )
         super().__setitem__(key, value)
+
+    def _read_rows(self, f: GGUFFile, tensor: str) -> None:
+        """This member's rows of the 2-D ``tensor`` of the open ``f``, read from the file: one
+        range of its bytes."""
+        self.weight = member_bytes.read(f, f.tensors[tensor], *self.part)
+        self._source = f"{f.path}:{tensor}"
+
+    @property
+    def part(self) -> tuple[member_bytes.Pieces, None]:
+        """This member's rows of the whole table, all their bytes (as the tensor-parallel modules')."""
+        return [(self._start, self._stop)], None
 
     @property
     def start(self) -> int:
@@ -158,6 +171,25 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
         sharded.weight = mx.contiguous(module["weight"][sharded.start : sharded.stop])  # a copy, not a view
         return sharded
 
+    @classmethod
+    def from_gguf(
+        cls,
+        path: str | Path | GGUFFile,
+        tensor: str = "token_embd.weight",
+        dtype: mx.Dtype = mx.float32,
+        on_out_of_range: str = "clamp",
+        backend: str = "auto",
+        group: mx.distributed.Group | None = None,
+    ) -> ShardedEmbedding:
+        """This member's rows of ``tensor`` of the GGUF at ``path`` (or of a file already open),
+        read from the file: the whole table is never held. ``GGUFError`` as
+        :meth:`Embedding.from_gguf`."""
+        with opened(path) as f:
+            info, _ = table_tensor(f, tensor)
+            module = cls(info.shape[1], info.shape[0], info.qtype, dtype, on_out_of_range, backend, group)
+            module._read_rows(f, tensor)
+        return module
+
     @property
     def num_embeddings(self) -> int:
         """The whole vocabulary."""
@@ -198,11 +230,11 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
 
 
 class ShardedLinear(_MemberRows):
-    """A :class:`Linear` split by output features over ``group`` (MLX's "all-to-sharded"): this
+    """The vocab-parallel head: a :class:`Linear` split by output features over ``group``, this
     member holds rows ``[start, stop)`` of ``W`` and of the bias. Called on the same x on every
     member it returns the unsharded outputs ``[..., output_dims]`` (gathered), or with
     ``sharded=True`` this member's ``[..., stop - start]``; differentiable in x. The untied LM head
-    is one. :func:`shard_linear` makes one from a :class:`Linear`; the constructor's arguments are
+    is one. :meth:`from_linear` makes one from a :class:`Linear`; the constructor's arguments are
     :class:`Linear`'s and ``group``.
     """
 
@@ -233,6 +265,23 @@ class ShardedLinear(_MemberRows):
             sharded.bias = mx.contiguous(module["bias"][rows])
         return sharded
 
+    @classmethod
+    def from_gguf(
+        cls,
+        path: str | Path | GGUFFile,
+        tensor: str = "output.weight",
+        backend: str = "auto",
+        group: mx.distributed.Group | None = None,
+    ) -> ShardedLinear:
+        """This member's rows of the 2-D ``tensor`` of the GGUF at ``path`` (or of a file already
+        open), read from the file: the whole tensor is never held. ``GGUFError`` as
+        :meth:`Linear.from_gguf`."""
+        with opened(path) as f:
+            info = member_bytes.tensor_2d(f, tensor)
+            module = cls(info.shape[0], info.shape[1], False, info.qtype, backend, group)
+            module._read_rows(f, tensor)
+        return module
+
     @property
     def input_dims(self) -> int:
         return self.dims
@@ -259,35 +308,3 @@ def shard_embedding(module: Embedding, group: mx.distributed.Group | None = None
     _check_type(module, Embedding)
     group = group or mx.distributed.init()
     return module if group.size() == 1 else ShardedEmbedding.from_embedding(module, group)
-
-
-def shard_linear(module: Linear, group: mx.distributed.Group | None = None) -> nn.Module:
-    """``module`` split by output features over ``group`` (default ``mx.distributed.init()``): a
-    :class:`ShardedLinear` holding this member's rows, or ``module`` itself for a group of one.
-    ``module`` is left as it was."""
-    _check_type(module, Linear)
-    group = group or mx.distributed.init()
-    return module if group.size() == 1 else ShardedLinear.from_linear(module, group)
-
-
-def shard(model: nn.Module, group: mx.distributed.Group | None = None) -> nn.Module:
-    """Split ``model``'s token embeddings (every :class:`Embedding`, and with it a tied head:
-    ``embed_tokens.as_linear``) and its untied LM head (a :class:`Linear` named ``lm_head``) by
-    vocabulary over ``group``, in place, and return it.
-
-    Only those modules change, so this composes with mlx-lm's own layer sharding
-    (``model.shard(group)``, where the model has it), before or after. A group of one leaves
-    ``model`` as it is."""
-    group = group or mx.distributed.init()
-    if group.size() == 1:
-        return model
-
-    def split(path: str, module):
-        if type(module) is Embedding:
-            return ShardedEmbedding.from_embedding(module, group)
-        if type(module) is Linear and path.rsplit(".", 1)[-1] == "lm_head":
-            return ShardedLinear.from_linear(module, group)
-        return module
-
-    model.update_modules(tree_map_with_path(split, model.leaf_modules(), is_leaf=nn.Module.is_module))
-    return model

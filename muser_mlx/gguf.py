@@ -116,17 +116,21 @@ class GGUFFile:
         self.read_into(name, out)
         return out
 
-    def read_into(self, name: str, out) -> None:
+    def read_into(self, name: str, out, rows: tuple[int, int] | None = None) -> None:
         """Fill ``out`` (any writable, C-contiguous buffer of exactly tensor ``name``'s bytes: a
-        ``bytearray``, a NumPy array, an evaluated ``mx.array``) with them."""
+        ``bytearray``, a NumPy array, an evaluated ``mx.array``) with them; with ``rows`` =
+        ``(start, stop)``, with the bytes of those rows only (``uint8 [stop - start, row_bytes]``,
+        one range of the file: a 2-D tensor's rows are contiguous)."""
         t = self.tensors[name]
+        start, stop = (0, t.rows) if rows is None else rows
+        if not 0 <= start < stop <= t.rows:
+            raise ValueError(f"tensor {name!r} has rows [0, {t.rows}); asked for [{start}, {stop})")
+        nbytes = (stop - start) * t.row_bytes
         out = memoryview(out)
-        if out.readonly or not out.c_contiguous or out.nbytes != t.nbytes:
-            raise ValueError(
-                f"tensor {name!r} needs a writable contiguous buffer of {t.nbytes} bytes, got {out.nbytes}"
-            )
+        if out.readonly or not out.c_contiguous or out.nbytes != nbytes:
+            raise ValueError(f"tensor {name!r} needs a writable contiguous buffer of {nbytes} bytes, got {out.nbytes}")
         self._check_open()
-        self._bytes.read_into(t.offset, out.cast("B"), f"tensor {name!r}")
+        self._bytes.read_into(t.offset + start * t.row_bytes, out.cast("B"), f"tensor {name!r}")
 
     def _read(self, offset: int, nbytes: int, what: str) -> bytearray:
         self._check_open()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
+import tensor_parallel_checks
 
 from muser_mlx import (
     Embedding,
@@ -25,7 +26,6 @@ from muser_mlx import (
     Table,
     shard,
     shard_embedding,
-    shard_linear,
 )
 
 from conftest import FIXTURES, random_table_bytes, reference
@@ -207,7 +207,7 @@ def linear_case(qtype: str, outputs: int, dims: int, bias: bool, group) -> dict:
     data = random_table_bytes(rng, qtype, outputs, dims)
     b = mx.array(rng.standard_normal(outputs).astype(np.float32)) if bias else None
     full = Linear.from_table(Table.from_bytes(data, qtype, dims), bias=b)
-    sharded = shard_linear(full, group)
+    sharded = ShardedLinear.from_linear(full, group)
     rows = slice(sharded.start, sharded.stop)
     return {
         "case": f"Linear {qtype} {outputs}x{dims}" + (" + bias" if bias else ""),
@@ -221,8 +221,9 @@ def linear_case(qtype: str, outputs: int, dims: int, bias: bool, group) -> dict:
 
 
 def mlx_lm_models(group) -> dict | None:
-    """mlx-lm models with muser_mlx modules, sharded by ``muser_mlx.shard`` (the embedding and the
-    head) and, where their layers are float, also by mlx-lm's ``model.shard``: logits and greedy
+    """mlx-lm models with muser_mlx modules, sharded by ``muser_mlx.shard(model, group, layers=False)``
+    (the embedding and the head) and, where their layers are float, also with ``layers=True`` (MLX's
+    ``shard_linear`` for them through the model's own ``shard()``): logits and greedy
     tokens against the unsharded model's on this member. A tied and an untied llama of random
     weights (the untied head a Q4_K ``Linear``), and the tiny-llama fixture through
     ``muser_mlx.load`` (every weight GGUF bytes; its head Q6_K) where the fixtures are present."""
@@ -271,9 +272,7 @@ def mlx_lm_models(group) -> dict | None:
         model = build()
         want_logits, want_tokens = model(prompt[None]), greedy(model)
         for layers in (False, True) if name != "load" else (False,):
-            model = shard(build(), group)
-            if layers:
-                model.shard(group)
+            model = shard(build(), group, layers=layers)
             report[f"{name}, layers sharded" if layers else name] = {
                 "sharded": sorted(
                     {type(m).__name__ for _, m in model.named_modules() if "Sharded" in type(m).__name__}
@@ -283,12 +282,17 @@ def mlx_lm_models(group) -> dict | None:
             }
     if "load" in builds:
         from mlx_lm import generate
+        from mlx_lm.generate import generation_stream
 
         model, tokenizer = load(FIXTURE, dtype=mx.float32)
         want = generate(model, tokenizer, prompt="Once upon a time", max_tokens=6)
         report["load"]["generate_equal"] = (
-            generate(shard(model, group), tokenizer, prompt="Once upon a time", max_tokens=6) == want
+            generate(shard(model, group, layers=False), tokenizer, prompt="Once upon a time", max_tokens=6) == want
         )
+        # generate returns with its next step still evaluating on generation_stream (on the CPU and
+        # CUDA: mlx-lm synchronizes it on Metal only); its collectives would otherwise pair with
+        # the next ones sent from another stream
+        mx.synchronize(generation_stream)
     return report
 
 
@@ -298,13 +302,14 @@ def main() -> None:
     parser.add_argument("--backend", default="ring")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     mx.set_default_device(mx.cpu if args.device == "cpu" else mx.gpu)
     group = mx.distributed.init(strict=True, backend=args.backend)
     report = {"rank": group.rank(), "size": group.size(), "device": args.device, "memory": memory(group)}
     report["cases"] = [case(*c, group) for c in CASES]
     report["linear_cases"] = [linear_case(*c, group) for c in LINEAR_CASES]
     report["mlx_lm"] = mlx_lm_models(group)
-    args.out.mkdir(parents=True, exist_ok=True)
+    report["tensor_parallel"] = tensor_parallel_checks.report(args.out, group)
     (args.out / f"rank{group.rank()}.json").write_text(json.dumps(report, indent=1))
 
 

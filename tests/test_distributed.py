@@ -26,7 +26,11 @@ import pytest
 from hypothesis import given, settings
 from mlx import nn
 
+import muser_mlx
+import muser_mlx.gguf
+import muser_mlx.member_bytes
 from muser_mlx import (
+    AllToShardedLinear,
     Embedding,
     Linear,
     ShardedEmbedding,
@@ -237,7 +241,8 @@ def test_group_of_one_returns_the_module_unchanged():
     assert group.size() == 1
     assert shard_embedding(module, group) is module and shard_embedding(module) is module
     linear = Linear.from_table(table)
-    assert shard_linear(linear, group) is linear
+    assert shard_linear(linear, "all-to-sharded", group=group) is linear
+    assert shard_linear(linear, "sharded-to-all") is linear
     model = nn.Sequential(module, linear)
     assert shard(model) is model and model.layers[0] is module and model.layers[1] is linear
 
@@ -294,6 +299,8 @@ def test_constructor_checks_its_arguments():
         shard_embedding(object())
     with pytest.raises(TypeError, match="muser_mlx.Linear"):
         ShardedLinear.from_linear(nn.Linear(256, 4))
+    with pytest.raises(TypeError, match="muser_mlx.Linear"):
+        AllToShardedLinear.from_linear(nn.Linear(256, 4))
     module = ShardedEmbedding(10, 256)
     assert module.weight.shape == (10, 144) and module.weight.dtype == mx.uint8
     with pytest.raises(ValueError, match=r"holds rows \[0, 10\) of 10: weight must have 10 rows, got \[4, 144\]"):
@@ -313,3 +320,101 @@ def test_sharded_linear_of_one_member_is_the_unsharded_one(table_and_bytes):
     x = mx.array(np.random.default_rng(table.vocab).standard_normal((3, table.dims)).astype(np.float32))
     assert np.array_equal(np.array(sharded(x)), np.array(full(x)))
     assert np.array_equal(np.array(sharded(x, sharded=True)), np.array(full(x)))
+
+
+# Tensor parallelism (tests/tensor_parallel_checks.py): shard_linear's two shardings of a Linear,
+# the sharded modules read from a file, whole models sharded by muser_mlx.shard.
+
+
+def test_shard_linear_both_shardings_match_unsharded(members):
+    for m in members:
+        for c in m["tensor_parallel"]["linear"]:
+            where = f"member {m['rank']}, {c['case']}"
+            assert c["types"] == ["AllToShardedLinear", "ShardedToAllLinear"], where
+            inputs, outputs = map(int, c["case"].split()[1].split("x")[::-1])
+            assert c["sizes"] == [inputs, outputs, inputs, outputs], where
+            # all-to-sharded: this member's rows of the same kernels; sharded-to-all: a sum over
+            # the members of partial dot products, another summation order
+            assert c["to_sharded_rel"] <= HEAD_TOLERANCE[m["device"]], where
+            assert c["to_sharded_compiled_rel"] <= HEAD_TOLERANCE[m["device"]], where
+            for key in ("to_all_rel", "to_all_compiled_rel", "to_sharded_grad_rel", "to_all_grad_rel"):
+                assert c[key] <= 1e-5, f"{where}: {key} {c[key]:.3g}"
+
+
+def test_sharded_modules_read_only_their_bytes_from_the_file(members):
+    n = len(members)
+    slack = {"cpu": 4096, "gpu": 2**20}[members[0]["device"]]  # as in the test above
+    for m in members:
+        f = m["tensor_parallel"]["file"]
+        where = f"member {m['rank']}"
+        assert f["ShardedLinear"] and f["AllToShardedLinear"] and f["ShardedToAllLinear"], where
+        assert f["embedding_equal"], where
+        # MLX's peak while reading: this member's rows, never the whole table
+        assert f["weight_bytes"] <= f["peak"] <= f["weight_bytes"] + slack, f
+        assert f["peak"] <= f["table_bytes"] / n + slack, f
+    assert (
+        sum(m["tensor_parallel"]["file"]["weight_bytes"] for m in members)
+        == members[0]["tensor_parallel"]["file"]["table_bytes"]
+    )
+
+
+def test_shard_linear_errors_name_the_limit(members):
+    n = len(members)
+    errors = members[0]["tensor_parallel"]["file"]["errors"]
+    assert errors["blocks"] == (
+        f"ValueError: the input of size 1152 cannot be sharded across {n} members in Q4_K: each member's "
+        f"{1152 / n:g} features must be a whole number of blocks of 256"
+    )
+    assert errors["sharding"] == "ValueError: sharding must be 'all-to-sharded' or 'sharded-to-all', got 'row'"
+    assert errors["segments"].endswith("12 features cannot be cut into 5 equal segments")
+
+
+def test_whole_model_sharded_matches_unsharded(members):
+    n = len(members)
+    for m in members:
+        for name, r in m["tensor_parallel"]["models"].items():
+            where = f"member {m['rank']}, {name}"
+            if name.startswith("load") and n == 3:  # tiny-llama: 4 heads of 128, q_proj's 512 outputs
+                assert r == {"error": "ValueError: the output of size 512 cannot be sharded across 3 members"}, where
+                continue
+            assert r["types"] == ["AllToShardedLinear", "ShardedEmbedding", "ShardedLinear", "ShardedToAllLinear"], (
+                where
+            )
+            heads = (6 if name == "random llama" else 4) // n
+            assert r["heads"] == [heads, heads], where
+            assert r["rel"] <= 1e-5, f"{where}: {r['rel']:.3g}"
+            assert r["tokens_equal"], f"{where}: generate_step's tokens differ"
+
+
+@pytest.mark.parametrize("size", [2, 3])
+@pytest.mark.parametrize("segments", [1, 2, [6, 18], [0.25, 0.75]])
+def test_member_pieces_are_mlx_shards(size, segments):
+    """Each member's pieces (rows for all-to-sharded, columns for sharded-to-all) select what MLX's
+    own ``_shard`` keeps of a weight, for counts, indices and fractions of segments alike."""
+    from mlx.nn.layers.distributed import _all_to_sharded, _shard, _sharded_to_all
+
+    from muser_mlx.member_bytes import split_pieces, take
+
+    weight = mx.arange(24 * 24).reshape(24, 24)
+    for rank in range(size):
+        group = Member(rank, size)
+        pieces = split_pieces(24, segments, group, "weight")
+        for predicate, rows in ((_all_to_sharded, True), (_sharded_to_all, False)):
+            want = _shard({"weight": weight}, predicate(segments), group)["weight"]
+            got = take(weight, pieces, None) if rows else take(weight, None, pieces)
+            assert np.array_equal(np.array(got), np.array(want)), (rank, segments, rows)
+
+
+def test_rows_of_a_tensor_read_from_the_file(tmp_path):
+    data = random_table_bytes(np.random.default_rng(5), "Q8_0", 7, 64)
+    path = tmp_path / "t.gguf"
+    muser_mlx.save_gguf(path, {"t.weight": Table.from_bytes(data, "Q8_0", 64)})
+    with muser_mlx.gguf.open_gguf(path) as f:
+        out = np.empty((3, data.shape[1]), np.uint8)
+        f.read_into("t.weight", out, rows=(2, 5))
+        assert np.array_equal(out, data[2:5])
+        with pytest.raises(ValueError, match=r"has rows \[0, 7\); asked for \[5, 8\)"):
+            f.read_into("t.weight", out, rows=(5, 8))
+        columns = [(34, 68)]  # the second Q8_0 block of each row
+        got = muser_mlx.member_bytes.read(f, f.tensors["t.weight"], [(1, 3), (4, 7)], columns)
+        assert np.array_equal(np.array(got), data[[1, 2, 4, 5, 6], 34:68])

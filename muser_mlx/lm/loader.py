@@ -8,14 +8,17 @@ import re
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 from mlx import nn
 from mlx.utils import tree_unflatten
 
+from .. import member_bytes
 from ..embedding import Embedding
 from ..errors import GGUFError
 from ..formats import FORMATS
 from ..gguf import open_gguf
 from ..linear import Linear
+from ..sharding import member_parts, shard
 from .architectures import (
     MODEL_TENSORS,
     Architecture,
@@ -29,7 +32,12 @@ _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
 def load(
-    path: str | Path, dtype: mx.Dtype | None = None, adapter_path: str | None = None, *, backend: str = "auto"
+    path: str | Path,
+    dtype: mx.Dtype | None = None,
+    adapter_path: str | None = None,
+    *,
+    backend: str = "auto",
+    group: mx.distributed.Group | None = None,
 ) -> tuple[nn.Module, object]:
     """The GGUF model at ``path`` as mlx-lm's model of its architecture and its tokenizer, as
     ``mlx_lm.load`` returns them: ``mlx_lm.generate(*muser_mlx.load(path), prompt=...)`` works.
@@ -45,6 +53,9 @@ def load(
             (Gemma 3, Qwen: bfloat16; Llama: float16).
         adapter_path: mlx-lm LoRA adapters to apply (``mlx_lm.tuner.utils.load_adapters``).
         backend: for every Embedding and Linear: ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
+        group: an ``mx.distributed`` group to shard the model over as :func:`muser_mlx.shard`
+            does (embedding, head and layers), before any weight is read: each member reads
+            its part of every 2-D tensor from the file, never the whole.
     """
     with open_gguf(path) as f:
         arch = architecture(f)
@@ -52,9 +63,10 @@ def load(
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
-        weights, tensors = gguf_weights(f, arch, args)
-        weights = model.sanitize(weights)
-        use_gguf_modules(model, tensors, dtype, backend, f.path)
+        use_gguf_modules(model, gguf_tensors(f, arch), dtype, backend, f.path)
+        if group is not None:
+            shard(model, group)
+        weights = model.sanitize(gguf_weights(f, arch, args, member_parts(model)))
         weights["model.embed_tokens.dtype"] = mx.zeros((0,), dtype)
         model.load_weights(list(weights.items()), strict=True)
         del weights
@@ -70,12 +82,10 @@ def load(
     return model, tokenizer
 
 
-def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array], dict]:
-    """mlx-lm parameter name -> array, and module path -> ``TensorInfo`` of each 2-D tensor: 2-D
-    tensors as their bytes ``uint8 [rows, row_bytes]``, 1-D ones dequantized to float32; Q/K rows
-    and norms with the architecture's quirks undone."""
-    names = arch.tensor_names()
-    weights, tensors, unused = {}, {}, []
+def _places(f, arch: Architecture):
+    """``(name, info, kind, module path, "weight" | "bias")`` of each tensor of ``f``, in file
+    order; ``GGUFError`` naming those with no place in the model."""
+    names, places, unused = arch.tensor_names(), [], []
     for name, info in f.tensors.items():
         block = _BLOCK.fullmatch(name)
         if block:
@@ -87,21 +97,41 @@ def gguf_weights(f, arch: Architecture, args: dict) -> tuple[dict[str, mx.array]
             module = path = MODEL_TENSORS.get(kind)
         if module is None:
             unused.append(name)
-            continue
-        data = f.read(name)  # uint8 [rows, row_bytes]
+        places.append((name, info, kind, path, what))
+    if unused:
+        raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
+    return places
+
+
+def gguf_tensors(f, arch: Architecture) -> dict:
+    """Module path -> ``TensorInfo`` of each 2-D tensor of ``f``."""
+    return {path: info for _, info, _, path, _ in _places(f, arch) if len(info.shape) == 2}
+
+
+def gguf_weights(f, arch: Architecture, args: dict, parts: dict | None = None) -> dict[str, mx.array]:
+    """mlx-lm parameter name -> array: 2-D tensors as their bytes ``uint8 [rows, row_bytes]``, 1-D
+    ones dequantized to float32; Q/K rows and norms with the architecture's quirks undone.
+    ``parts`` (module path -> ``(rows, byte columns)``, :func:`member_parts`): of those modules'
+    2-D tensors only those bytes are read, their biases sliced to those rows."""
+    weights = {}
+    for name, info, kind, path, what in _places(f, arch):
+        rows, columns = (parts or {}).get(path, (None, None))
         heads = {"attn_q": args["num_attention_heads"], "attn_k": args["num_key_value_heads"]}.get(kind)
         permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
-            weights[f"{path}.{what}"] = mx.array(unpermute_rows(data, heads) if permuted else data)
-            tensors[path] = info
+            whole = rows is None and columns is None
+            data = f.read(name) if whole else member_bytes.read(f, info, rows, columns)  # uint8 [rows, row_bytes]
+            if permuted:  # a member's Q or K rows are whole heads, each permuted within itself
+                data = unpermute_rows(np.asarray(memoryview(data)), heads * data.shape[0] // info.rows)
+            weights[f"{path}.{what}"] = mx.array(data) if isinstance(data, np.ndarray) else data
         else:
-            values = _dequantized(data, info, f.path)
+            values = _dequantized(f.read(name), info, f.path)
             if permuted:  # a Q or K bias: permuted as the rows are
                 values = unpermute_rows(values, heads)
+            if rows is not None:
+                values = member_bytes.take(values, rows)
             weights[f"{path}.{what}"] = values - arch.norm_offset if kind.endswith("norm") else values
-    if unused:
-        raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
-    return weights, tensors
+    return weights
 
 
 def _dequantized(data, info, path) -> mx.array:
