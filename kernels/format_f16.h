@@ -7,6 +7,13 @@ namespace muser {
 template <>
 struct Format<ggml::F16> : HalfLevels<Format<ggml::F16>> {
   static MUSER_FN float to_float(uint32_t bits) { return muser_f16_bits_to_float(uint16_t(bits)); }
+#ifdef MUSER_F16_FLOATS
+  // The dialect's vector conversion, the same values (prelude_cpu.h: F16C or NEON, 8 per op).
+  template <int N>
+  static MUSER_FN void to_floats(MUSER_LOCAL const uint32_t* w, MUSER_LOCAL float* lv) {
+    muser_f16_floats<N>(w, lv);
+  }
+#endif
 };
 
 }  // namespace muser
