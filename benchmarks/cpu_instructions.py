@@ -44,7 +44,9 @@ int main() {{
   std::vector<float> out({ids} * {dims}), x({dims}, 0.5f), logits({vocab});
   gather(t.data(), ids.data(), out.data());
   head(t.data(), x.data(), logits.data());
-  return int(out[1] + logits[1]) & 1;
+  volatile float sink = out[1] + logits[1];  // keeps both results live; the exit status stays 0
+  (void)sink;
+  return 0;
 }}
 """
 
@@ -59,7 +61,9 @@ def count(qtype: str, values: int, vrows: int, flags: list[str]) -> dict[str, fl
         subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(exe)], check=True, capture_output=True
         )
-        report = subprocess.run(["callgrind_annotate", str(out)], check=True, capture_output=True, text=True).stdout
+        report = subprocess.run(
+            ["callgrind_annotate", "--threshold=100", str(out)], check=True, capture_output=True, text=True
+        ).stdout
     counts = {}
     for name, values_done in (("gather", IDS * DIMS), ("head", VOCAB * DIMS)):
         match = re.search(rf"^\s*([\d,]+) .*\b{name}\(", report, re.M)

@@ -8,10 +8,12 @@
 namespace muser {
 
 // The bytes level + 9 of values k .. k + 3 of grid point `entry` (value b's u in nibble b / 4 of
-// byte b % 4 of its word), its delta -1/8 where `minus`.
+// byte b % 4 of its word), its delta -1/8 where `minus`. The +1/8 bytes are masked in, not chosen:
+// the sign is a coin toss per group (IQ1_M's groups of 8), and compilers made the choice a branch.
 template <int N>
 MUSER_FN uint32_t delta_word(uint32_t entry, uint32_t k, bool minus) {
-  const uint32_t bytes = (((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | (minus ? 0u : 0x02020202u);
+  const uint32_t plus = 0x02020202u & (uint32_t(minus) - 1u);
+  const uint32_t bytes = (((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | plus;
   return bytes >> (N >= 4 ? 0 : 8 * (k % 4));
 }
 

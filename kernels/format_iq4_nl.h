@@ -15,10 +15,7 @@ struct Format<ggml::IQ4_NL> : ByteLevels<Format<ggml::IQ4_NL>> {
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     half_nibbles<N, 16, 2, UNIFORM>(block + qs_at, i % block_values, w);
-    const ByteTable values = iq4nl_values();
-    for (int k = 0; k < (N + 3) / 4; ++k) {
-      w[k] = table_bytes(values, w[k]);
-    }
+    table_lookup<N>(iq4nl_values(), w);
     return Affine{f16_at(block + d_at), 0.0f};
   }
 };

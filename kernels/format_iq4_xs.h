@@ -19,10 +19,7 @@ struct Format<ggml::IQ4_XS> : ByteLevels<Format<ggml::IQ4_XS>> {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t s = i % block_values / sub_values;
     half_nibbles<N, sub_bytes, 8, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, w);
-    const ByteTable values = iq4nl_values();
-    for (int k = 0; k < (N + 3) / 4; ++k) {
-      w[k] = table_bytes(values, w[k]);
-    }
+    table_lookup<N>(iq4nl_values(), w);
     const uint32_t low = (uint32_t(block[scales_l_at + s / 2]) >> (4 * (s & 1))) & 15u;
     const uint32_t high = (muser_load_u16(block + scales_h_at) >> (2 * s)) & 3u;
     return Affine{f16_at(block + d_at) * level(low | (high << 4), 32.0f), 0.0f};

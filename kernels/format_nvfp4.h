@@ -27,10 +27,7 @@ struct Format<ggml::NVFP4> : ByteLevels<Format<ggml::NVFP4>> {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t s = i % block_values / sub_values;
     half_nibbles<N, sub_bytes, 4, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, w);
-    const ByteTable values = e2m1_values();
-    for (int k = 0; k < (N + 3) / 4; ++k) {
-      w[k] = table_bytes(values, w[k]);
-    }
+    table_lookup<N>(e2m1_values(), w);
     return Affine{ue4m3_half(block[d_at + s]), 0.0f};
   }
 };

@@ -21,7 +21,8 @@
 // whatever the order or FMA contraction. Q4_1's and Q5_1's offset is -m: d * q - (-m) = d * q + m.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
 // muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16 (and, where it
-// defines MUSER_BYTE_LEVELS, muser_byte_levels).
+// defines MUSER_BYTE_LEVELS, muser_byte_levels; format_value_tables.h: MUSER_TABLE_BYTES,
+// muser_table_bytes; format_f16.h: MUSER_F16_FLOATS, muser_f16_floats).
 #pragma once
 #include "ggml_types.h"
 
@@ -112,7 +113,9 @@ struct ByteLevels {
 };
 
 // A 16-bit float format F (F16, BF16): one little-endian 16-bit float per value, values i .. i+N-1
-// 2N-byte aligned; F::to_float(bits) is the value as float32 (scale 1, offset 0).
+// 2N-byte aligned; F::to_float(bits) is the value as float32 (scale 1, offset 0), and
+// F::to_floats<N> the N values of words w (value k in half k % 2 of w[k / 2]), which a format may
+// replace by a dialect's vector conversion (format_f16.h).
 template <typename F>
 struct HalfLevels {
   enum { block_values = 1, block_bytes = 2 };
@@ -120,10 +123,14 @@ struct HalfLevels {
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     uint32_t w[(N + 1) / 2];
     bytes_at<2 * N, 2 * N>(row + 2 * i, w);
+    F::template to_floats<N>(w, lv);
+    return Affine{1.0f, 0.0f};
+  }
+  template <int N>
+  static MUSER_FN void to_floats(MUSER_LOCAL const uint32_t* w, MUSER_LOCAL float* lv) {
     for (int k = 0; k < N; ++k) {
       lv[k] = F::to_float((w[k / 2] >> (16 * (k % 2))) & 0xFFFFu);
     }
-    return Affine{1.0f, 0.0f};
   }
 };
 

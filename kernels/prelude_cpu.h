@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX2__)
+#if defined(__SSSE3__)  // AVX2 implies it
 #include <immintrin.h>
 #elif defined(__ARM_NEON) && defined(__aarch64__)
 #include <arm_neon.h>
@@ -88,6 +88,52 @@ inline void muser_store(muser_bfloat16* dst, const float* v) {
   } else {
     for (int k = 0; k < N; ++k) dst[k] = muser_bfloat16(v[k]);
   }
+}
+#endif
+
+// format_f16.h's to_floats for N % 8 == 0, 8 values per conversion where the compiler targets F16C
+// (x86-64-v3) or arm64's NEON (the compilers convert one value at a time): lv[k] = float16 value k
+// of words w (value k in half k % 2 of w[k / 2]), the same exact values as muser_f16_bits_to_float's.
+#if defined(__F16C__) || (defined(__ARM_NEON) && defined(__aarch64__))
+#define MUSER_F16_FLOATS
+template <int N>
+inline void muser_f16_floats(const uint32_t* w, float* lv) {
+  static_assert(N % 8 == 0, "whole vectors of 8 values");
+  for (int c = 0; c < N; c += 8) {
+#if defined(__F16C__)
+    _mm256_storeu_ps(lv + c, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c / 2))));
+#else
+    const float16x8_t h = vreinterpretq_f16_u32(vld1q_u32(w + c / 2));
+    vst1q_f32(lv + c, vcvt_f32_f16(vget_low_f16(h)));
+    vst1q_f32(lv + c + 4, vcvt_high_f32_f16(h));
+#endif
+  }
+}
+#endif
+
+// format_value_tables.h's table_lookup for N % 16 == 0, 16 bytes per shuffle where the compiler
+// targets SSSE3 (AVX2 implies it) or arm64's NEON (the extension's builds; the tests' harness builds
+// for the baseline and takes the shared per-byte lookup): byte k of w becomes byte (byte k of w) of
+// the table lo | hi << 64, ggml's pshufb / vqtbl1q of an int8 value table by the nibbles. Every
+// byte of w is below 16.
+#if defined(__SSSE3__) || (defined(__ARM_NEON) && defined(__aarch64__))
+#define MUSER_TABLE_BYTES
+template <int WORDS>
+inline void muser_table_bytes(uint64_t lo, uint64_t hi, uint32_t* w) {
+  static_assert(WORDS % 4 == 0, "whole vectors of 16 bytes");
+#if defined(__SSSE3__)
+  const __m128i table = _mm_set_epi64x(int64_t(hi), int64_t(lo));
+  for (int c = 0; c < WORDS; c += 4) {
+    __m128i* p = reinterpret_cast<__m128i*>(w + c);
+    _mm_storeu_si128(p, _mm_shuffle_epi8(table, _mm_loadu_si128(p)));
+  }
+#else
+  const uint8x16_t table = vcombine_u8(vcreate_u8(lo), vcreate_u8(hi));
+  for (int c = 0; c < WORDS; c += 4) {
+    uint8_t* p = reinterpret_cast<uint8_t*>(w + c);
+    vst1q_u8(p, vqtbl1q_u8(table, vld1q_u8(p)));
+  }
+#endif
 }
 #endif
 
