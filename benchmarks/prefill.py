@@ -7,8 +7,7 @@ Gemma 3 270M's (Q8_0, dims 640, vocab 262,144); random bytes with finite scales.
 - ``muser_mlx``: ``as_linear`` as ``backends.head.choose`` picks (``kernel`` names it);
 - ``mma``: kernels/mma.h at any row count (tuning.MMA_MAX_ROWS raised), up to --mma-rows;
 - ``tiled@M``: the tiled path, vocab rows dequantized into x's dtype M MiB at a time
-  (tuning.TILE_BYTES), each tile multiplied by MLX's matmul; ``tiled@MxS`` with S tiles in
-  flight (tuning.TILE_STREAMS: 2 dequantizes the next tile on a stream of its own);
+  (tuning.TILE_BYTES), each tile multiplied by MLX's matmul;
 - ``dequantize@M``: that path's dequantization alone (the tiles chained as there, summed to a
   scalar each): the floor under the tiled path;
 - ``mlx f16``: ``x @ W16.T``, W16 the float16 table (``nn.Linear`` holding float16);
@@ -17,7 +16,7 @@ Then every format's tiled head at 512 rows over vocab 32,768 at dims 6,656, its 
 byte against Q4_K's.
 
     python benchmarks/prefill.py                  # writes results/prefill_gpu.{md,json}
-    python benchmarks/prefill.py --rows 16 512 --tiles 1024 512x2 --no-formats
+    python benchmarks/prefill.py --shapes gemma --rows 16 512 --tiles 1024 --no-formats
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from muser_mlx.backends import head, tuning
 
 from common import GLIMMER, copy_bandwidth, markdown, queued_seconds, random_q_bytes, save
 
-SHAPES = (("Q4_K", GLIMMER["vocab"], GLIMMER["dims"]), ("Q8_0", 262144, 640))
+SHAPES = {"glimmer": ("Q4_K", GLIMMER["vocab"], GLIMMER["dims"]), "gemma": ("Q8_0", 262144, 640)}
 QUEUED = 4
 MIB = 1 << 20
 
@@ -53,13 +52,7 @@ def dequantize(table: Table, x: mx.array) -> mx.array:
     return total
 
 
-def tile_tuning(tile: str) -> dict:
-    """``"M"`` or ``"MxS"`` -> the tuning of M MiB tiles, S in flight (1 if not given)."""
-    mib, _, streams = tile.partition("x")
-    return {"TILE_BYTES": int(mib) * MIB, "TILE_STREAMS": int(streams or 1)}
-
-
-def contenders(qtype: str, vocab: int, dims: int, tiles: list[str], baselines: bool) -> tuple[Table, dict]:
+def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: bool) -> tuple[Table, dict]:
     """name -> (call of x, the tuning it runs under)."""
     table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
     mx.eval(table.data)
@@ -68,8 +61,8 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[str], baselines: b
         "muser_mlx": (lambda x: as_linear(table, x), {}),
         "mma": (lambda x: as_linear(table, x), {"MMA_MAX_ROWS": 1 << 30}),
     }
-    calls |= {f"tiled@{t}": (lambda x: head.tiled(table, x, backend), tile_tuning(t)) for t in tiles}
-    calls |= {f"dequantize@{t}": (lambda x: dequantize(table, x), tile_tuning(t)) for t in tiles if "x" not in t}
+    calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB}) for m in tiles}
+    calls |= {f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB}) for m in tiles}
     if baselines:
         dense = backends.bind(table, mx.float16, backend)(mx.arange(vocab))  # the same values in float16
         q4 = nn.QuantizedLinear(dims, vocab, bias=False, group_size=64, bits=4)
@@ -87,7 +80,8 @@ def timed(call, constants: dict, x: mx.array, reps: int) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, nargs="+", default=[16, 64, 128, 256, 512, 1024, 4096])
-    p.add_argument("--tiles", nargs="+", default=["256", "1024", "512x2"], help="MiB of floats per tile[xS in flight]")
+    p.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    p.add_argument("--tiles", type=int, nargs="+", default=[256, 1024], help="MiB of floats per tile")
     p.add_argument("--mma-rows", type=int, default=512, help="time kernels/mma.h up to this many rows")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--no-formats", action="store_true", help="skip the every-format run")
@@ -97,7 +91,7 @@ def main() -> None:
     rng = np.random.default_rng(1)
     results = {"copy_bytes_per_s": copy, "x_dtype": "float16", "shapes": [], "formats": []}
     rows_md = []
-    for qtype, vocab, dims in SHAPES:
+    for qtype, vocab, dims in (SHAPES[name] for name in args.shapes):
         table, calls = contenders(qtype, vocab, dims, args.tiles, not args.no_baselines)
         shape = {"qtype": qtype, "vocab": vocab, "dims": dims, "table_bytes": table.nbytes, "runs": []}
         for n in args.rows:

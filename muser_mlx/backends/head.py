@@ -17,8 +17,6 @@ in float32; the layouts are tuning.py's.
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from functools import cache
 from typing import TYPE_CHECKING
 
 import mlx.core as mx
@@ -63,29 +61,19 @@ def logits(table: Table, x: mx.array, backend: str) -> mx.array:
 
 def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
     """Dequantize ``tuning.tile_rows`` vocab rows at a time (the backend's gather of
-    ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the logits
-    of the tile ``tuning.TILE_STREAMS`` before it, so at most that many tiles of floats are alive
-    (left alone MLX interleaves them all). With TILE_STREAMS 2 on a GPU backend the gathers run
-    on a stream of their own (:func:`dequantize_stream`): the next tile is dequantized, a
-    memory-bound kernel, while MLX's matmul of this one runs."""
-    tile_rows, streams = tuning.tile_rows(table.dims, x.dtype), tuning.TILE_STREAMS
+    ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the previous
+    tile's logits, so MLX evaluates the tiles one after the other and frees each before the next
+    (left alone it interleaves them)."""
+    tile_rows = tuning.tile_rows(table.dims, x.dtype)
     gather = bind(table, x.dtype, backend)
-    side = dequantize_stream() if streams > 1 and backend in KERNEL_BACKENDS else None
     parts: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
-        with mx.stream(side) if side is not None else nullcontext():
-            ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
-            if len(parts) >= streams:
-                ids = mx.depends(ids, parts[-streams])
-            tile = gather(ids)  # [rows, dims] in x's dtype
+        ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
+        if parts:
+            ids = mx.depends(ids, parts[-1])
+        tile = gather(ids)  # [rows, dims] in x's dtype
         parts.append(x @ tile.T)
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
-
-
-@cache
-def dequantize_stream() -> mx.Stream:
-    """A GPU stream of the process for the tiled head's gathers, beside MLX's default one."""
-    return mx.new_stream(mx.gpu)
 
 
 def streaming_threads(vocab: int, vrows: int) -> int:

@@ -46,7 +46,6 @@ BYTEDOT_MIN_BYTES = 1 << 24
 # projection with one row, and building the call is host time spent once per projection per token.
 COMPILED_ROWS = MATVEC_MAX_ROWS
 TILE_BYTES = 1 << 30
-TILE_STREAMS = 1  # 2: the next tile dequantized on a stream of its own while this one's matmul runs
 TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
