@@ -30,25 +30,10 @@ from .linear import Linear, as_linear
 from .quantized import TableModule
 
 
-def vocab_rows(rows: int, group: mx.distributed.Group) -> tuple[int, int]:
-    """``(start, stop)``: the rows member ``group.rank()`` keeps of a table of ``rows`` rows.
-
-    Raises ``ValueError`` when the split leaves some member no rows (``rows`` at most
-    ``ceil(rows / N) * (N - 1)``)."""
-    size, rank = group.size(), group.rank()
-    per_member = -(-rows // size)
-    if per_member * (size - 1) >= rows:
-        raise ValueError(
-            f"a vocabulary of {rows} rows cannot be split over {size} members: "
-            f"{per_member} rows each leave the last member none"
-        )
-    return rank * per_member, min((rank + 1) * per_member, rows)
-
-
 def gather_columns(local: mx.array, rows: int, group: mx.distributed.Group) -> mx.array:
-    """Every member's ``local [..., stop - start]`` columns (from :func:`vocab_rows`), in rank
-    order: ``[..., rows]``. ``all_gather`` stacks along the first axis, so each member sends its
-    columns padded to ``ceil(rows / N)`` as one row, and the stack is reordered."""
+    """Every member's ``local [..., stop - start]`` columns (from :func:`member_bytes.vocab_rows`),
+    in rank order: ``[..., rows]``. ``all_gather`` stacks along the first axis, so each member
+    sends its columns padded to ``ceil(rows / N)`` as one row, and the stack is reordered."""
     size = group.size()
     width = -(-rows // size)
     lead = local.shape[:-1]
@@ -79,7 +64,7 @@ class _MemberRows(TableModule):
 
     def __init__(self, total: int, dims: int, qtype: str, group: mx.distributed.Group | None):
         group = group or mx.distributed.init()
-        start, stop = vocab_rows(total, group)
+        start, stop = member_bytes.vocab_rows(total, group)
         super().__init__(stop - start, dims, qtype)
         self.group, self._start, self._stop, self._total = group, start, stop, total
 

@@ -7,9 +7,9 @@ length and that many UTF-8 bytes; an array is a u32 item type, a u64 count and t
 
 Every count and length is compared with the bytes left in the file before it is believed, so a
 bogus one costs a comparison, not a loop or an allocation. Arrays are not read while walking: an
-``ArrayInfo`` records where one lies (a string array is stepped over length by length, no object
-per item; :func:`muser_mlx.gguf_values.parse_array` reads it when asked). Strings longer than
-``MAX_INLINE_STRING`` are stepped over too (a ``StringInfo``). The rules for tensor infos are
+``ArrayInfo`` records where one lies (a string array stepped over length by length, no object per
+item; ``gguf_values.parse_array`` reads it when asked), a string over ``MAX_INLINE_STRING`` too
+(a ``StringInfo``). The rules for tensor infos are
 llama.cpp's ``gguf_init_from_file``: a known type, at most ``GGML_MAX_DIMS`` dimensions, an element
 count that fits in int64, whole blocks per row, aligned offsets, bytes inside the file; and, as
 ggml lays tensors out one after another, no two tensors' bytes overlap.

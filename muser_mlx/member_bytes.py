@@ -22,6 +22,21 @@ Pieces = list[tuple[int, int]]
 COLUMN_READ_BYTES = 1 << 24  # whole rows read at a time where a member keeps some columns of each
 
 
+def vocab_rows(rows: int, group: mx.distributed.Group) -> tuple[int, int]:
+    """``(start, stop)``: the rows member ``group.rank()`` keeps of a table of ``rows`` rows.
+
+    Raises ``ValueError`` when the split leaves some member no rows (``rows`` at most
+    ``ceil(rows / N) * (N - 1)``)."""
+    size, rank = group.size(), group.rank()
+    per_member = -(-rows // size)
+    if per_member * (size - 1) >= rows:
+        raise ValueError(
+            f"a vocabulary of {rows} rows cannot be split over {size} members: "
+            f"{per_member} rows each leave the last member none"
+        )
+    return rank * per_member, min((rank + 1) * per_member, rows)
+
+
 def split_pieces(total: int, segments: int | list, group: mx.distributed.Group, what: str) -> Pieces:
     """Member ``group.rank()``'s pieces of ``total`` features as MLX's ``_shard`` takes them: the
     features cut into ``segments`` (a count of equal parts, a list of indices, or a list of

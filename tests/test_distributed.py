@@ -40,7 +40,8 @@ from muser_mlx import (
     shard_embedding,
     shard_linear,
 )
-from muser_mlx.distributed import gather_columns, vocab_rows
+from muser_mlx.distributed import gather_columns
+from muser_mlx.member_bytes import vocab_rows
 
 from conftest import FIXTURES, random_table_bytes, tables
 
