@@ -9,10 +9,9 @@ Every count and length is compared with the bytes left in the file before it is 
 bogus one costs a comparison, not a loop or an allocation. Arrays are not read while walking: an
 ``ArrayInfo`` records where one lies (a string array stepped over length by length, no object per
 item; ``gguf_values.parse_array`` reads it when asked), a string over ``MAX_INLINE_STRING`` too
-(a ``StringInfo``). The rules for tensor infos are
-llama.cpp's ``gguf_init_from_file``: a known type, at most ``GGML_MAX_DIMS`` dimensions, an element
-count that fits in int64, whole blocks per row, aligned offsets, bytes inside the file; and, as
-ggml lays tensors out one after another, no two tensors' bytes overlap.
+(a ``StringInfo``). The rules for tensor infos are llama.cpp's ``gguf_init_from_file``: a known
+type, at most ``GGML_MAX_DIMS`` dimensions, an element count that fits in int64, whole blocks per
+row, aligned offsets, bytes in the file, and (ggml lays tensors out one after another) no overlap.
 """
 
 from __future__ import annotations
