@@ -7,8 +7,8 @@ Columns (median ms per call over --reps calls, each call built and mx.eval'd, af
   MMA_MAX_ROWS where the matrix units take them, else tiled);
 - ``streamed``: as_linear with those limits at 256 rows (GPU only, up to 256 rows: matvec, or
   mma from MMA_MIN_ROWS on CUDA), for choosing them;
-- ``tiled@R``: the tiled path with R vocab rows per tile (tuning.TILE_ROWS = R), for choosing
-  TILE_ROWS;
+- ``tiled@M``: the tiled path with tiles of M MiB of floats (tuning.TILE_BYTES), for choosing
+  TILE_BYTES;
 - ``mlx q4``: ``mlx.nn.QuantizedEmbedding(bits=4, group_size=64).as_linear`` (scales in x's dtype);
 - ``mlx f16``: ``mlx.nn.Embedding.as_linear`` with a float16 table;
 - ``queued``: as_linear, mlx q4 and mlx f16 again, queued in one evaluation (common.queued_seconds:
@@ -36,7 +36,7 @@ from muser_mlx.backends import head, tuning
 
 from common import GLIMMER, copy_bandwidth, markdown, median_seconds, queued_seconds, random_q_bytes, save
 
-TILES = (1024, 4096, 16384)
+TILES = (64, 256, 1024)  # MiB
 QUEUED = 8
 
 
@@ -78,7 +78,7 @@ def main() -> None:
     heads_by_name = {"as_linear": (lambda x: as_linear(table, x), {})}
     if gpu:
         heads_by_name["streamed"] = (heads_by_name["as_linear"][0], {"MATVEC_MAX_ROWS": 256, "MMA_MAX_ROWS": 256})
-    heads_by_name |= {f"tiled@{r}": (lambda x: head.tiled(table, x, backend), {"TILE_ROWS": r}) for r in TILES}
+    heads_by_name |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m << 20}) for m in TILES}
     if heads is not None:
         heads_by_name |= {"mlx q4": (heads[0].as_linear, {}), "mlx f16": (heads[1].as_linear, {})}
 
@@ -128,7 +128,7 @@ def main() -> None:
         f"or queued: the difference of {2 * QUEUED} and {QUEUED} queued calls / {QUEUED}); copy bandwidth "
         f"(float32 elementwise, read + write, queued alike): {copy / 1e9:.1f} GB/s. MATVEC_MAX_ROWS = {tuning.MATVEC_MAX_ROWS}, "
         f"MMA_MIN_ROWS, MMA_MAX_ROWS = {tuning.MMA_MIN_ROWS[dtype]}, {tuning.MMA_MAX_ROWS}, "
-        f"TILE_ROWS = {tuning.TILE_ROWS}."
+        f"TILE_BYTES = {tuning.TILE_BYTES >> 20} MiB."
     )
     stem = "as_linear_small" if args.small else "as_linear"
     print(save(stem, f"as_linear, Q4_K dims {dims:,} vocab {vocab:,}, x {args.dtype}", table_md, results))
