@@ -228,28 +228,13 @@ def mlx_lm_models(group) -> dict | None:
     weights (the untied head a Q4_K ``Linear``), and the tiny-llama fixture through
     ``muser_mlx.load`` (every weight GGUF bytes; its head Q6_K) where the fixtures are present."""
     try:
-        from mlx_lm.models import llama
         from mlx_lm.models.cache import make_prompt_cache
     except ImportError:
         return None
-    from muser_mlx import load, quantize_embeddings
+    from muser_mlx import load
 
     def random_llama(tied: bool):
-        args = llama.ModelArgs(
-            model_type="llama",
-            hidden_size=256,
-            num_hidden_layers=2,
-            intermediate_size=384,
-            num_attention_heads=6,
-            num_key_value_heads=6,
-            head_dim=32,
-            rms_norm_eps=1e-5,
-            vocab_size=1001,
-            tie_word_embeddings=tied,
-        )
-        mx.random.seed(0)
-        model = llama.Model(args)
-        quantize_embeddings(model, "Q4_K")
+        model = tensor_parallel_checks.small_llama(tied, seed=0)
         if not tied:
             model.lm_head = Linear.from_linear(model.lm_head, "Q4_K")
         mx.eval(model.parameters())

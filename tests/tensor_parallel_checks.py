@@ -130,10 +130,9 @@ def from_file(out: Path, group) -> dict:
     return report
 
 
-def quantized_llama(group) -> nn.Module:
-    """A random mlx-lm llama whose every weight is GGUF bytes: the embedding, q/k/v/gate/up and
-    the untied head Q4_K (all-to-sharded: whole rows), o Q8_0 and down Q4_0 (sharded-to-all: 192
-    and 384 inputs are whole blocks of 32 over 2 and 3 members)."""
+def small_llama(tied: bool, seed: int) -> nn.Module:
+    """A random mlx-lm llama of 2 layers, 6 heads of 32 and a vocabulary of 1,001, its token
+    embedding a Q4_K ``muser_mlx.Embedding``, the rest float."""
     from mlx_lm.models import llama
 
     args = llama.ModelArgs(
@@ -146,11 +145,19 @@ def quantized_llama(group) -> nn.Module:
         head_dim=32,
         rms_norm_eps=1e-5,
         vocab_size=1001,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tied,
     )
-    mx.random.seed(3)
+    mx.random.seed(seed)
     model = llama.Model(args)
     quantize_embeddings(model, "Q4_K")
+    return model
+
+
+def quantized_llama(group) -> nn.Module:
+    """A random mlx-lm llama whose every weight is GGUF bytes: the embedding, q/k/v/gate/up and
+    the untied head Q4_K (all-to-sharded: whole rows), o Q8_0 and down Q4_0 (sharded-to-all: 192
+    and 384 inputs are whole blocks of 32 over 2 and 3 members)."""
+    model = small_llama(tied=False, seed=3)
 
     def quantized(path: str, module):
         if not isinstance(module, nn.Linear):
