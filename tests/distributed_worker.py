@@ -17,6 +17,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import tensor_parallel_checks
+from tensor_parallel_checks import error_of, relative
 
 from muser_mlx import (
     Embedding,
@@ -52,22 +53,6 @@ def bits(a: mx.array) -> np.ndarray:
 
 def same_bits(a: mx.array, b: mx.array) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(bits(a), bits(b))
-
-
-def relative(got: mx.array, want: mx.array) -> float:
-    """max |got - want| / max |want| over each row (last axis), the worst row."""
-    got, want = (np.array(a.astype(mx.float32)).astype(np.float64) for a in (got, want))
-    assert got.shape == want.shape, (got.shape, want.shape)
-    scale = np.abs(want).max(axis=-1, keepdims=True)
-    return float((np.abs(got - want) / np.where(scale > 0, scale, 1)).max())
-
-
-def error_of(fn) -> str | None:
-    try:
-        mx.eval(fn())
-    except (IndexError, TypeError, ValueError) as e:
-        return f"{type(e).__name__}: {e}"
-    return None
 
 
 def memory(group) -> dict:
