@@ -24,7 +24,7 @@ from mlx.nn.layers.distributed import sum_gradients
 
 from . import backends, member_bytes
 from .embedding import Embedding, LookupOptions, _check_dtype, gather_for
-from .gguf import GGUFFile, opened, table_tensor
+from .gguf import GGUFFile, matrix_tensor, opened, table_tensor
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
 from .linear import Linear, as_linear
 from .quantized import TableModule
@@ -264,7 +264,7 @@ class ShardedLinear(_MemberRows):
         open), read from the file: the whole tensor is never held. ``GGUFError`` as
         :meth:`Linear.from_gguf`."""
         with opened(path) as f:
-            info = member_bytes.tensor_2d(f, tensor)
+            info = matrix_tensor(f, tensor, "a sharded module's tensor is [in, out]")
             module = cls(info.shape[0], info.shape[1], False, info.qtype, backend, group)
             module._read_rows(f, tensor)
         return module

@@ -32,6 +32,7 @@ __all__ = [
     "StringInfo",
     "TensorInfo",
     "gatherable_tensors",
+    "matrix_tensor",
     "open_gguf",
     "opened",
     "table_tensor",
@@ -172,12 +173,13 @@ def opened(source: str | Path | GGUFFile) -> Iterator[GGUFFile]:
         yield f
 
 
-def _table_problem(t: TensorInfo) -> str | None:
-    """Why tensor ``t`` cannot be a Table (None where it can)."""
+def _table_problem(t: TensorInfo, layout: str = "an embedding table is [dims, vocab]") -> str | None:
+    """Why tensor ``t`` cannot be a Table (None where it can); ``layout`` says what its shape
+    should be."""
     if t.qtype not in FORMATS:
         return f"has type {t.qtype}, not supported yet; supported: {', '.join(FORMATS)}"
     if len(t.shape) != 2:
-        return f"has shape {list(t.shape)}; an embedding table is [dims, vocab] in ggml order"
+        return f"has shape {list(t.shape)}; {layout} in ggml order"
     if min(t.shape) < 1:
         return f"has shape {list(t.shape)}; dims and vocab must both be at least 1"
     if t.rows > MLX_MAX_DIM or t.row_bytes > MLX_MAX_DIM:
@@ -185,16 +187,25 @@ def _table_problem(t: TensorInfo) -> str | None:
     return None
 
 
-def table_tensor(f: GGUFFile, name: str = "token_embd.weight") -> tuple[TensorInfo, Format]:
-    """Tensor ``name`` of ``f`` and its format, checked to be a table (2-D, a supported type,
-    a shape MLX can hold, ``dims`` equal to ``<arch>.embedding_length`` where that is set)."""
-    where = f"{f.path}: tensor {name!r}"
+def matrix_tensor(f: GGUFFile, name: str, layout: str = "a projection is [in, out]") -> TensorInfo:
+    """Tensor ``name`` of ``f``, checked to be a table: 2-D, a supported type, a shape MLX can
+    hold (``GGUFError`` naming the file, the tensor and the rule; ``layout`` as the shape's)."""
     t = f.tensors.get(name)
     if t is None:
-        raise GGUFError(f"{where} is not in the file; embedding-like tensors: {', '.join(embedding_like(f)) or 'none'}")
-    problem = _table_problem(t)
+        raise GGUFError(f"{f.path}: tensor {name!r} is not in the file")
+    problem = _table_problem(t, layout)
     if problem:
-        raise GGUFError(f"{where} {problem}")
+        raise GGUFError(f"{f.path}: tensor {name!r} {problem}")
+    return t
+
+
+def table_tensor(f: GGUFFile, name: str = "token_embd.weight") -> tuple[TensorInfo, Format]:
+    """Tensor ``name`` of ``f`` and its format, checked to be a table (:func:`matrix_tensor`,
+    ``dims`` equal to ``<arch>.embedding_length`` where that is set)."""
+    where = f"{f.path}: tensor {name!r}"
+    if name not in f.tensors:
+        raise GGUFError(f"{where} is not in the file; embedding-like tensors: {', '.join(embedding_like(f)) or 'none'}")
+    t = matrix_tensor(f, name, "an embedding table is [dims, vocab]")
     arch = f.architecture
     width = f.metadata.get(f"{arch}.embedding_length") if arch else None
     if width is not None and width != t.shape[0]:

@@ -16,9 +16,8 @@ import numpy as np
 
 from . import backends
 from .backends import head, tuning
-from .errors import GGUFError
 from .formats import FORMATS
-from .gguf import GGUFFile, opened
+from .gguf import GGUFFile, matrix_tensor, opened
 from .quantized import TableModule
 from .table import Table
 
@@ -156,15 +155,7 @@ class Linear(TableModule):
         """Load the 2-D ``tensor`` of the GGUF at ``path`` (or of a file already open), ``[out, in]``
         (ggml's shape ``[in, out]``); ``GGUFError`` on a bad file or a tensor that is not such."""
         with opened(path) as f:
-            info = f.tensors.get(tensor)
-            where = f"{f.path}: tensor {tensor!r}"
-            if info is None:
-                raise GGUFError(f"{where} is not in the file")
-            if len(info.shape) != 2 or info.qtype not in FORMATS:
-                raise GGUFError(
-                    f"{where} is {info.qtype} of shape {list(info.shape)}; a Linear needs a 2-D tensor "
-                    f"of a supported type ({', '.join(FORMATS)})"
-                )
+            info = matrix_tensor(f, tensor, "a Linear is [in, out]")
             table = Table.from_bytes(f.read(tensor), info.qtype, info.shape[0])
         return cls.from_table(Table(table.data, table.format, table.dims, table.vocab, f"{f.path}:{tensor}"), **kwargs)
 

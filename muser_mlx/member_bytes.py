@@ -13,8 +13,7 @@ import itertools
 import mlx.core as mx
 import numpy as np
 
-from .errors import GGUFError
-from .formats import FORMATS, Format
+from .formats import Format
 from .gguf import GGUFFile, TensorInfo
 from .memory import check_fits
 
@@ -84,20 +83,6 @@ def take(data: mx.array, rows: Pieces | None = None, columns: Pieces | None = No
     if columns is not None:
         data = mx.concatenate([data[..., a:b] for a, b in columns], axis=-1)
     return mx.contiguous(data)
-
-
-def tensor_2d(f: GGUFFile, name: str) -> TensorInfo:
-    """Tensor ``name`` of ``f``, checked to be 2-D and of a supported type (``GGUFError``)."""
-    info = f.tensors.get(name)
-    where = f"{f.path}: tensor {name!r}"
-    if info is None:
-        raise GGUFError(f"{where} is not in the file")
-    if len(info.shape) != 2 or info.qtype not in FORMATS:
-        raise GGUFError(
-            f"{where} is {info.qtype} of shape {list(info.shape)}; a sharded module needs a 2-D tensor "
-            f"of a supported type ({', '.join(FORMATS)})"
-        )
-    return info
 
 
 def read(f: GGUFFile, info: TensorInfo, rows: Pieces | None = None, columns: Pieces | None = None) -> mx.array:

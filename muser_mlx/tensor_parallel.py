@@ -24,7 +24,7 @@ from mlx.nn.layers.distributed import sum_gradients
 
 from . import backends, member_bytes
 from .formats import get_format
-from .gguf import GGUFFile, opened
+from .gguf import GGUFFile, matrix_tensor, opened
 from .linear import Linear, as_linear
 from .quantized import TableModule
 
@@ -74,7 +74,7 @@ class _TensorParallel(TableModule):
         """This member's part of the 2-D ``tensor`` of the GGUF at ``path``, read from the file
         (no other byte of the tensor held beyond a few MiB of whole rows at a time)."""
         with opened(path) as f:
-            info = member_bytes.tensor_2d(f, tensor)
+            info = matrix_tensor(f, tensor, "a sharded module's tensor is [in, out]")
             dims, outputs = info.shape
             module = cls(dims, outputs, False, info.qtype, backend, group)
             module._segments = segments
