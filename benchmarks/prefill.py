@@ -39,17 +39,13 @@ MIB = 1 << 20
 
 def dequantize(table: Table, x: mx.array) -> mx.array:
     """The tiled path's dequantization of the whole table in x's dtype, tile after tile as
-    ``head.tiled`` takes them, each reduced to a scalar (no matmul)."""
-    gather = backends.bind(table, x.dtype, backends.select("auto", table))
-    rows = tuning.tile_rows(table.dims, x.dtype)
-    total = None
-    for start in range(0, table.vocab, rows):
-        ids = mx.arange(start, min(start + rows, table.vocab), dtype=mx.int32)
-        if total is not None:
-            ids = mx.depends(ids, total)
-        part = gather(ids)[:, :1].sum()
-        total = part if total is None else total + part
-    return total
+    ``head.tiled`` takes them (``head.over_tiles``), each reduced to a scalar (no matmul)."""
+
+    def step(start: int, stop: int, tile: mx.array, total: mx.array | None) -> mx.array:
+        part = tile[:, :1].sum()
+        return part if total is None else total + part
+
+    return head.over_tiles(table, x.dtype, backends.select("auto", table), step)[-1]
 
 
 def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: bool) -> tuple[Table, dict]:

@@ -98,21 +98,15 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
 
 
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
-    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, ``tuning.tile_rows`` rows
-    of ``W`` dequantized at a time into g's dtype by the backend's gather, the products summed in
-    float32. As in :func:`head.tiled`, each tile waits for the sum before it, so at most one tile
-    of floats is alive: no float copy of the table."""
-    tile_rows = tuning.tile_rows(table.dims, g.dtype)
-    gather = backends.bind(table, g.dtype, backend)
-    total = None
-    for start in range(0, table.vocab, tile_rows):
-        stop = min(start + tile_rows, table.vocab)
-        ids = mx.arange(start, stop, dtype=mx.int32)
-        if total is not None:
-            ids = mx.depends(ids, total)
-        part = (g[:, start:stop] @ gather(ids)).astype(mx.float32)  # [n, dims]
-        total = part if total is None else total + part
-    return total.astype(g.dtype)
+    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, the tiles of ``W``
+    (:func:`head.over_tiles`, in g's dtype) multiplied and summed in float32, each tile after the
+    sum before it."""
+
+    def step(start: int, stop: int, tile: mx.array, total: mx.array | None) -> mx.array:
+        part = (g[:, start:stop] @ tile).astype(mx.float32)  # [n, dims]
+        return part if total is None else total + part
+
+    return head.over_tiles(table, g.dtype, backend, step)[-1].astype(g.dtype)
 
 
 class Linear(TableModule):

@@ -59,20 +59,28 @@ def logits(table: Table, x: mx.array, backend: str) -> mx.array:
     return HEADS[choose(table, x.shape[0], x.dtype, backend)](table, x, backend)
 
 
-def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
-    """Dequantize ``tuning.tile_rows`` vocab rows at a time (the backend's gather of
-    ``arange(start, stop)``), ``x @ tile.T``, concatenate. Each tile's ids depend on the previous
-    tile's logits, so MLX evaluates the tiles one after the other and frees each before the next
-    (left alone it interleaves them)."""
-    tile_rows = tuning.tile_rows(table.dims, x.dtype)
-    gather = bind(table, x.dtype, backend)
-    parts: list[mx.array] = []
+def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.array]:
+    """``step(start, stop, tile, last)`` for each tile of ``tuning.tile_rows`` vocab rows in
+    order, ``tile [stop - start, dims]`` dequantized into ``dtype`` by the backend's gather of
+    ``arange(start, stop)`` and ``last`` what the step before returned (None at first); returns
+    what each step returned. Each tile's ids depend on the step before, so MLX evaluates the tiles
+    one after the other and frees each before the next (left alone it interleaves them): at most
+    one tile of floats is alive, no float copy of the table."""
+    tile_rows = tuning.tile_rows(table.dims, dtype)
+    gather = bind(table, dtype, backend)
+    out: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
-        ids = mx.arange(start, min(start + tile_rows, table.vocab), dtype=mx.int32)
-        if parts:
-            ids = mx.depends(ids, parts[-1])
-        tile = gather(ids)  # [rows, dims] in x's dtype
-        parts.append(x @ tile.T)
+        stop = min(start + tile_rows, table.vocab)
+        ids = mx.arange(start, stop, dtype=mx.int32)
+        if out:
+            ids = mx.depends(ids, out[-1])
+        out.append(step(start, stop, gather(ids), out[-1] if out else None))
+    return out
+
+
+def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
+    """``x @ tile.T`` for each tile of the table (:func:`over_tiles`), concatenated."""
+    parts = over_tiles(table, x.dtype, backend, lambda start, stop, tile, last: x @ tile.T)
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
 
 
