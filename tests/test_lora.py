@@ -56,10 +56,11 @@ def test_compiled_training_step_as_mlx_lms_trainer():
 
     model, tokenizer = muser_mlx.load(fixture("tiny-llama-Q4_K_M.gguf"), dtype=mx.float32)
     model.freeze()
+    mx.random.seed(0)  # the adapters' initial A: MLX's default seed changes from run to run
     linear_to_lora_layers(model, 1, {"rank": 4, "scale": 10.0, "dropout": 0.0})
     batch = mx.array([tokenizer.encode("The quick brown fox jumps over the lazy dog.")])
     lengths = mx.array([[1, batch.shape[1] - 1]])
-    optimizer = optim.Adam(learning_rate=1e-2)
+    optimizer = optim.Adam(learning_rate=3e-4)  # 1e-2 overshot on the third step for 4 of 8 seeds
     loss_and_grad = nn.value_and_grad(model, default_loss)
     state = [model.state, optimizer.state, mx.random.state]
 
