@@ -4,7 +4,8 @@ dequantized weights, and against that model through mlx-lm's 4-bit ``nn.quantize
 
 Decode: seconds per token of ``mlx_lm.generate_step`` (the interval between tokens, median),
 after a short prompt. Prefill: seconds from a ``--prefill``-token prompt to the first generated
-token (mlx-lm evaluates the prompt's caches, then one step). Contenders alternate, the order
+token (mlx-lm evaluates the prompt's caches, then one step). Each contender first runs both
+once untimed (a GPU compiles kernels, MLX's and ours, at each new shape). Contenders alternate, the order
 reversed every other round, so a machine's drift falls on each alike. On a GPU the muser_mlx model
 also runs with every head call built each time (``tuning.COMPILED_ROWS`` 0) against the default,
 few-row calls replayed under ``mx.compile``. ``--tuning NAME=VALUE`` sets a constant of
@@ -182,6 +183,11 @@ def run(args, constants: dict) -> None:
 
     decode = {name: [] for name in contenders}
     prefill = {name: [] for name in contenders}
+    for name, model in contenders.items():  # untimed: kernels compiled, calls traced, for each shape
+        with tuning.fixed(COMPILED_ROWS=compiled_rows.get(name, tuning.COMPILED_ROWS)):
+            decode_seconds(model, vocab, 2)
+            if args.prefill:
+                prefill_seconds(model, vocab, args.prefill)
     for r in range(args.rounds):
         for name in list(contenders)[:: 1 if r % 2 == 0 else -1]:
             with tuning.fixed(COMPILED_ROWS=compiled_rows.get(name, tuning.COMPILED_ROWS)):

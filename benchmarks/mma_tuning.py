@@ -49,7 +49,7 @@ def main() -> None:
                     for v, k in TILES
                     if k == 1 or n > MMA_COLS
                 }
-                layouts["matvec"] = (head.matvec, {}, -(-n // tuning.matvec_layout(n, dims)[0]))
+                layouts["matvec"] = (head.matvec, {}, -(-n // tuning.pass_rows(n)))
                 for name, (kernel, layout, passes) in layouts.items():
                     with tuning.fixed(**layout):
                         call = lambda x, kernel=kernel, table=table: kernel(table, x, "cuda")  # noqa: E731

@@ -10,7 +10,7 @@ same machine state), with mlx.nn.Embedding (float16 table) beside them, at Muse 
 Per batch of ids: the median time of one lookup per evaluation (common.alternating_medians: the
 host's cost, which is most of a one-id lookup's time) and of lookups queued in one evaluation
 (common.queued_seconds: device time per lookup; its host column, graph building per lookup).
-Prints a table and writes benchmarks/results/tree_ab_<cpu|gpu>.{md,json}.
+Prints a table and writes benchmarks/results/<stem>_<cpu|gpu>.{md,json} (stem: tree_ab).
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=400, help="one-per-evaluation repetitions; queued: a tenth")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    p.add_argument("--stem", default="tree_ab", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     dims, vocab = args.dims, args.vocab
     other = import_tree(args.against.resolve())
@@ -88,7 +89,7 @@ def main() -> None:
     )
     print(
         save(
-            "tree_ab",
+            args.stem,
             f"muser_mlx trees A/B, dims {dims}, vocab {vocab}",
             md,
             {"against": str(args.against), "format": args.format, "runs": runs},

@@ -25,6 +25,7 @@
 // muser_table_bytes; format_f16.h: MUSER_F16_FLOATS, muser_f16_floats).
 #pragma once
 #include "ggml_types.h"
+#include "shapes.h"
 
 namespace muser {
 

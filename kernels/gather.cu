@@ -1,3 +1,3 @@
 muser::gather_rows<muser::Format<FORMAT>, VALUES>(
-    muser_bytes(table), ids, muser::id_count(&ids_shape[0], ids_ndim), out, DIMS, VOCAB,
+    muser_bytes(table), ids, muser::element_count(&ids_shape[0], ids_ndim), out, DIMS, VOCAB,
     blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y, gridDim.y);  // threadgroups are 1 high

@@ -1,5 +1,5 @@
 // The gather: ids [...] -> out [..., DIMS], one dispatch for any count and shape of ids (read
-// from the ids array: id_count of its shape; the ids are row-contiguous).
+// from the ids array: element_count of its shape; the ids are row-contiguous).
 //
 // A 2-D grid: thread (x, y) produces the VALUES consecutive outputs of group x (of DIMS / VALUES)
 // in rows y, y + row_step, ... (row_step = the grid's height). x beyond the groups is idle.
@@ -10,18 +10,6 @@
 #include "formats.h"
 
 namespace muser {
-
-// The number of ids: the product of the ids array's ndim (>= 1) dimensions, from a pointer to
-// the first (gather.cu: a CUDA Shape passed by value would be copied into each thread, an 8-int
-// array indexed at run time in local memory).
-template <typename Dims>
-MUSER_FN uint32_t id_count(Dims shape, int ndim) {
-  uint32_t n = 1;
-  for (int d = 0; d < ndim; ++d) {
-    n *= uint32_t(shape[d]);
-  }
-  return n;
-}
 
 template <typename Id>
 MUSER_FN uint64_t clamp_id(Id id, uint64_t vocab) {

@@ -15,6 +15,7 @@
 // Reads 16 values of x and writes XRunRecord<PLANES>::words * 4 bytes per run.
 // Needs from lanes_<dialect>.h: muser_dot4, muser_byte_perm, muser_float_bits, muser_load_x.
 #pragma once
+#include "shapes.h"
 
 namespace muser {
 

@@ -12,7 +12,7 @@ from mlx.utils import tree_map_with_path
 
 from . import backends
 from .backends import tuning
-from .backends.gather import gather_calls, table_words
+from .backends.gather import gather_calls
 from .formats import FORMATS
 from .gguf import GGUFFile, opened
 from .ids import check_device_ids, check_dtype, count_out_of_range, host_ids
@@ -213,21 +213,19 @@ def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend:
     into ``dtype`` on ``backend``, one for the process per (format, sizes, dtype, backend), taking
     the weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
     with the state as an input, stands in for other arrays). On a GPU backend it is the gather's
-    cached kernel call on the weight's words (``backends.gather``), ids of at most
-    ``tuning.COMPILED_IDS`` through ``mx.compile`` of the words' view and the call, replayed per
-    ids shape; no binding is built per call."""
+    cached kernel call on the weight's words (``backends.gather``; the device keeps the words of
+    each weight, ``kernel_words``), ids of at most ``tuning.COMPILED_IDS`` through its
+    ``mx.compile``, replayed per ids shape; no binding is built per call."""
     fmt = FORMATS[qtype]
     dims = row_bytes // fmt.block_bytes * fmt.block_values
     if backend not in backends.KERNEL_BACKENDS:
         return lambda weight, ids: backends.bind(Table(weight, fmt, dims, vocab), dtype, backend)(ids)
     device = backends.BACKENDS[backend]
-    call, _ = gather_calls(device.gather_kernel, fmt, dims, vocab, dtype)
-    compiled = mx.compile(lambda weight, ids: call(table_words(weight), ids))
+    call, compiled = gather_calls(device.gather_kernel, fmt, dims, vocab, dtype)
 
     def kernel_gather(weight: mx.array, ids: mx.array) -> mx.array:
         check_dtype(ids.dtype)
-        weight = device.kernel_data(weight)  # aligned, resident: before the trace, which sees a tracer
-        return compiled(weight, ids) if ids.size <= tuning.COMPILED_IDS else call(table_words(weight), ids)
+        return (compiled if ids.size <= tuning.COMPILED_IDS else call)(device.kernel_words(weight), ids)
 
     return kernel_gather
 

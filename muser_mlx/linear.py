@@ -65,7 +65,8 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     """``(weight, x [..., dims]) -> logits [..., vocab]`` (x not empty) for a ``uint8 [vocab,
     row_bytes]`` table of ``qtype``, one for the process per format, sizes and backend.
 
-    The logits of ``x [n, dims]`` are an ``mx.custom_function``: the kernels have no derivative of
+    The logits are an ``mx.custom_function`` of ``x [..., dims]`` as it is (the kernels read its
+    rows whatever its leading shape): the kernels have no derivative of
     their own (MLX: "[Primitive::vjp] Not implemented for CustomKernel"), so its vjp gives x's
     cotangent from the same bytes, :func:`input_gradient`; the table is frozen, its cotangent
     zeros, built lazily and so never allocated. On a GPU backend, x of at most ``tuning.COMPILED_ROWS``
@@ -82,28 +83,25 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
         weight = primals[0]
         return mx.zeros_like(weight), input_gradient(Table(weight, fmt, dims, vocab), cotangent, backend)
 
-    def call(weight: mx.array, x: mx.array) -> mx.array:
-        return logits(weight, x.reshape(-1, dims)).reshape(*x.shape[:-1], vocab)
-
     if backend not in backends.KERNEL_BACKENDS:
-        return call
-    compiled, device = mx.compile(call), backends.BACKENDS[backend]
+        return logits
+    compiled, device = mx.compile(logits), backends.BACKENDS[backend]
 
     def kernel_call(weight: mx.array, x: mx.array) -> mx.array:
         # the bytes as the kernels read them (aligned, resident) before a trace, which sees a tracer
         weight = device.kernel_data(weight)
-        return (compiled if x.size <= tuning.COMPILED_ROWS * dims else call)(weight, x)
+        return (compiled if x.size <= tuning.COMPILED_ROWS * dims else logits)(weight, x)
 
     return kernel_call
 
 
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
-    """``dL/dx = g @ W``: ``g [n, vocab]`` -> ``[n, dims]`` in g's dtype, the tiles of ``W``
+    """``dL/dx = g @ W``: ``g [..., vocab]`` -> ``[..., dims]`` in g's dtype, the tiles of ``W``
     (:func:`head.over_tiles`, in g's dtype) multiplied and summed in float32, each tile after the
     sum before it."""
 
     def step(start: int, stop: int, tile: mx.array, total: mx.array | None) -> mx.array:
-        part = (g[:, start:stop] @ tile).astype(mx.float32)  # [n, dims]
+        part = (g[..., start:stop] @ tile).astype(mx.float32)  # [..., dims]
         return part if total is None else total + part
 
     return head.over_tiles(table, g.dtype, backend, step)[-1].astype(g.dtype)

@@ -86,8 +86,8 @@ def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:
     return _compile(includes + run, [KERNELS])
 
 
-# A generated Metal kernel, one thread at a time: its buffers (the matvec's table, x, x's shape,
-# out; the gather's table, ids, their shape and ndim, out), then the thread's position and the
+# A generated Metal kernel, one thread at a time: its buffers (the matvec's table, x, x's shape
+# and ndim, out; the gather's table, ids, their shape and ndim, out), then the thread's position and the
 # grid's size, each argument cast to the parameter's type.
 _METAL_DRIVE = """
 template <typename... Params, typename... Args>
@@ -157,7 +157,7 @@ def cpu_value_table(table: str, qtype: str) -> np.ndarray:
 _GATHER_RUN = """
 extern "C" void run(const void* table, const void* ids, const int* shape, int ndim, void* out, uint32_t width,
                     uint32_t height) {{
-  uint32_t n = muser::id_count(shape, ndim);
+  uint32_t n = muser::element_count(shape, ndim);
   for (uint32_t y = 0; y < height; ++y)
     for (uint32_t x = 0; x < width; ++x) {call};
 }}
@@ -275,13 +275,13 @@ def cpu_bytedot(table, x: mx.array, warps: int | None = None) -> mx.array:
 
 
 def matvec_metal_source(table, x: mx.array, capfd) -> str:
-    return generated_metal_source(METAL.matvec_kernel, [table.data, x], matvec_launch(table, x), capfd)
+    return generated_metal_source(METAL.matvec_kernel, [table_words(table.data), x], matvec_launch(table, x), capfd)
 
 
 def metal_matvec(table, x: mx.array, capfd, warps: int | None = None) -> mx.array:
     """Execute the generated Metal matvec source on the CPU, warps as 32 concurrent threads."""
     source = matvec_metal_source(table, x, capfd)
-    call = "drive(&KERNEL, table, x, shape, out, uint3{t, 0, 0}, uint3{grid, 1, 1})"
+    call = "drive(&KERNEL, table, x, shape, 2, out, uint3{t, 0, 0}, uint3{grid, 1, 1})"  # x [n, dims]: ndim 2
     lib = _metal_lib(source, _MATVEC_RUN.format(dims=table.dims, call=call))
     return _run_matvec(lib, table, x, warps, matvec_launch(table, x))
 

@@ -45,7 +45,10 @@ def test_kernel_data_copies_a_misaligned_view_once(offset):
     assert np.array_equal(np.array(ready), raw[offset:].reshape(16, 288))
     assert (ready is data) == (_address(data) % KERNEL_ALIGNMENT == 0) and (offset != 1 or ready is not data)
     assert backend.kernel_data(data) is ready  # prepared once per array
-    del data, ready
+    words = backend.kernel_words(data)  # the gather's input, kept with it
+    assert backend.kernel_words(data) is words and words.dtype == mx.uint64  # rows of 288 B: 8-byte words
+    assert np.array_equal(np.array(words.view(mx.uint8)).reshape(16, 288), raw[offset:].reshape(16, 288))
+    del data, ready, words
     assert backend._ready == {}  # forgotten with the array
 
 
@@ -94,12 +97,15 @@ def test_head_kernel_launches(stand_in_cuda):
     calls = stand_in_cuda
     table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), "Q4_K", 1001, 512), "Q4_K", 512)
     x = mx.zeros((3, 512), mx.float16)
-    rows, vrows, values = tuning.matvec_layout(3, 512)
+    rows, vrows, values = tuning.matvec_layout(3, 512, 1001)
     assert head.matvec(table, x, "cuda").shape == (3, 1001)
     (call,) = calls
     assert call["grid"] == (-(-1001 // vrows) * 32, 1, 1) and (call["shape"], call["dtype"]) == ((3, 1001), mx.float16)
-    assert [a.dtype for a in call["inputs"]] == [mx.uint8, mx.float16]
-    assert call["name"].startswith(f"muser_matvec_Q4_K_512_1001_{values}_{rows}_{vrows}_float16_uint8_float16_")
+    assert [a.dtype for a in call["inputs"]] == [
+        mx.uint64,
+        mx.float16,
+    ]  # the table as 8-byte words (gather.table_words)
+    assert call["name"].startswith(f"muser_matvec_Q4_K_512_1001_{values}_{rows}_{vrows}_float16_uint64_float16_")
     calls.clear()
     assert head.bytedot(table, x, "cuda").shape == (3, 1001)
     runs, logits = calls
@@ -118,10 +124,9 @@ def test_head_kernels_refuse_what_they_cannot_run(stand_in_cuda):
     rng = np.random.default_rng(1)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 5, 256), "Q4_K", 256)
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 5, 256), "F16", 256)
-    with pytest.raises(ValueError, match=r"x \[n >= 1, 256\]"):
-        head.matvec(q4k, mx.zeros((2, 255)), "cuda")
-    with pytest.raises(ValueError, match=r"x \[n >= 1, 256\]"):
-        head.matvec(q4k, mx.zeros((0, 256)), "cuda")
+    for shape in ((2, 255), (0, 256), (1, 0, 256), ()):
+        with pytest.raises(ValueError, match=r"x \[\.\.\., 256\], at least one row"):
+            head.matvec(q4k, mx.zeros(shape), "cuda")
     for kernel in (head.bytedot, head.mma):
         with pytest.raises(TypeError, match="quantized table"):
             kernel(f16, mx.zeros((2, 256)), "cuda")
@@ -136,10 +141,19 @@ def test_tuning_fixed_sets_and_restores():
     before = tuning.TILE_BYTES
     with pytest.raises(RuntimeError):
         with tuning.fixed(TILE_BYTES=3 * 64 * 2, TILE_ALIGN=1, MATVEC_VALUES=8):
-            assert (tuning.tile_rows(64, mx.float16), tuning.matvec_layout(1, 64)[2]) == (3, 8)
+            assert (tuning.tile_rows(64, mx.float16), tuning.matvec_layout(1, 64, 3)[2]) == (3, 8)
             raise RuntimeError
     assert tuning.tile_rows(64, mx.float16) % tuning.TILE_ALIGN == 0
     assert tuning.TILE_BYTES == before and tuning.MATVEC_VALUES == 16
     with pytest.raises(ValueError, match="no constant TILE_ROW;"):
         with tuning.fixed(TILE_ROW=3):
             pass
+
+
+def test_a_small_table_takes_a_row_per_warp():
+    """The matvec's VROWS for one row of x: the tuned 4 at Muse Glimmer's 202,048 rows, 1 for a
+    decode step's projections (Gemma 3 270M: 640 and 2,048 rows), 2 rows of x likewise."""
+    assert tuning.matvec_layout(1, 6656, 202048) == (1, tuning.MATVEC_VROWS[1], 16)
+    assert tuning.matvec_layout(1, 2048, 640) == tuning.matvec_layout(1, 640, 2048) == (1, 1, 16)
+    assert tuning.matvec_layout(2, 640, tuning.MATVEC_MIN_WARPS * tuning.MATVEC_VROWS[2]) == (2, 8, 16)
+    assert tuning.matvec_layout(2, 640, tuning.MATVEC_MIN_WARPS * tuning.MATVEC_VROWS[2] - 1) == (2, 1, 16)

@@ -181,6 +181,41 @@ def test_compiled_head_calls_match_and_differentiate(monkeypatch):
     assert relative_error(grad, mx.grad(lambda x: (dense(x) ** 2).sum())(x)) < 1e-5
 
 
+def test_the_table_is_prepared_once_outside_the_custom_function(monkeypatch):
+    """A GPU backend's head call prepares the module's weight (alignment, residency) before its
+    mx.custom_function, once; inside it, where MLX hands the function new Python arrays for the
+    same buffers, the tiles' gathers take the bytes as prepared, for the call built each time, the
+    compiled call and the gradient. Taken on the CPU with ops as a stand-in kernel backend."""
+    from types import SimpleNamespace
+
+    from muser_mlx import backends
+    from muser_mlx.backends import ops
+    from muser_mlx.linear import differentiable_head
+
+    prepared, binds = [], []
+
+    def bind(table, dtype, prepared=False):
+        binds.append(prepared)
+        return ops.bind(table, dtype)
+
+    device = SimpleNamespace(kernel_data=lambda data: prepared.append(data) or data, bind=bind)
+    monkeypatch.setattr(backends, "KERNEL_BACKENDS", ("metal", "cuda", "ops"))
+    monkeypatch.setitem(backends.BACKENDS, "ops", device)
+    differentiable_head.cache_clear()
+    try:
+        linear, dense = projection("Q5_0", inputs=64)
+        linear = Linear.from_table(linear.table, backend="ops")
+        for rows in (300, 300, 2, 2):  # built each call; replayed under mx.compile
+            x = mx.random.normal((rows, 64), key=mx.random.key(rows))
+            assert relative_error(linear(x), dense(x)) < 1e-5
+        grad = mx.grad(lambda x: (linear(x) ** 2).sum())(x)
+        assert relative_error(grad, mx.grad(lambda x: (dense(x) ** 2).sum())(x)) < 1e-5
+    finally:
+        differentiable_head.cache_clear()
+    assert len(prepared) == 5 and all(p is linear.weight for p in prepared)
+    assert binds and all(binds)  # every gather inside took the prepared bytes
+
+
 def test_from_gguf_is_the_files_projection():
     path = fixture("tiny-llama-Q4_K_M.gguf")
     head = Linear.from_gguf(path, "output.weight")

@@ -191,11 +191,12 @@ def test_a_weight_off_the_kernels_alignment_is_read_right(n):
 def test_the_kernel_gather_path_on_a_stand_in_kernel(q4k_table, monkeypatch):
     """gather_for's GPU branch, with a stand-in for the device's gather kernel that reads the
     words it is given with MLX ops: few ids replay the compiled call, many build it, both on the
-    weight passed in (not a copy bound earlier), after kernel_data."""
+    weight passed in (not a copy bound earlier), as the device's kernel_words."""
     from types import SimpleNamespace
 
     from muser_mlx import backends
     from muser_mlx.backends import ops
+    from muser_mlx.backends.gather import table_words
     from muser_mlx.embedding import gather_for
 
     table, raw = q4k_table
@@ -206,7 +207,11 @@ def test_the_kernel_gather_path_on_a_stand_in_kernel(q4k_table, monkeypatch):
         data = words.view(mx.uint8).reshape(table.vocab, table.row_bytes)
         return ops.bind(Table(data, table.format, table.dims, table.vocab), launch.output_dtype)(ids)
 
-    device = SimpleNamespace(gather_kernel=kernel, kernel_data=lambda data: seen.append(data.shape) or data)
+    def kernel_words(data):
+        seen.append(data.shape)
+        return table_words(data)
+
+    device = SimpleNamespace(gather_kernel=kernel, kernel_words=kernel_words)
     monkeypatch.setattr(backends, "KERNEL_BACKENDS", ("ops",))
     monkeypatch.setitem(backends.BACKENDS, "ops", device)
     gather_for.cache_clear()

@@ -56,11 +56,13 @@ class DeviceBackend:
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.matrix_units = matrix_units or (lambda: False)
         self.resident = resident
-        self._ready: dict[int, tuple[weakref.ref, mx.array | None]] = {}  # id(data) -> (data, its copy)
+        self._ready: dict[int, tuple] = {}  # id(data) -> (weakref to data, its copy or None, words)
 
-    def bind(self, table: Table, dtype: mx.Dtype) -> Callable[[mx.array], mx.array]:
-        """``ids [...] -> [..., dims]`` in ``dtype`` from ``table`` (see :func:`gather.bind`)."""
-        return gather.bind(self.gather_kernel, self.kernel_data(table.data), table.format, table.dims, dtype)
+    def bind(self, table: Table, dtype: mx.Dtype, prepared: bool = False) -> Callable[[mx.array], mx.array]:
+        """``ids [...] -> [..., dims]`` in ``dtype`` from ``table`` (see :func:`gather.bind`);
+        ``prepared``: ``table.data`` is :meth:`kernel_data` already (see :meth:`kernel_words`)."""
+        words = gather.table_words(table.data) if prepared else self.kernel_words(table.data)
+        return gather.bind(self.gather_kernel, words, table.format, table.dims, dtype)
 
     def kernel_data(self, data: mx.array) -> mx.array:
         """The table bytes ``data`` as the kernels read them, prepared once per array:
@@ -74,19 +76,43 @@ class DeviceBackend:
         A tracer (the weight of a module whose state an ``mx.compile`` takes as an input) has no
         address: it stands for the arrays the compiled function is called with, and is used as
         it is."""
+        return self._prepared(data)[0]
+
+    def kernel_words(self, data: mx.array) -> mx.array:
+        """The gather's table input, :func:`gather.table_words` of :meth:`kernel_data`, made
+        once per array with it: a lookup of one id is mostly host time, and the view is two of
+        the three operations it would build (docs/performance.md, "Compiled small batches").
+
+        Prepare at the entry point, on the caller's array: inside an ``mx.custom_function`` with a
+        vjp MLX hands the function new Python arrays for the same buffers, which no cache by
+        identity knows, so preparing there would evaluate the table and, on CUDA, pass over it on
+        every call (docs/performance.md, "Resident tables"). The head's kernels take prepared
+        tables (``linear.differentiable_head`` prepares them) and view them with
+        :func:`gather.table_words` alone."""
+        ready, words = self._prepared(data)
+        return gather.table_words(ready) if words is None else words
+
+    def _prepared(self, data: mx.array) -> tuple[mx.array, mx.array | None]:
+        """(kernel data, its words); a tracer as it is, without words."""
         key = id(data)
         entry = self._ready.get(key)
         if entry is not None and entry[0]() is data:
-            return data if entry[1] is None else entry[1]
+            return (data if entry[1] is None else entry[1]), entry[2]
         try:
             mx.eval(data)
         except ValueError:  # MLX: no evaluation during function transformations
-            return data
+            return data, None
         ready = mx.array(np.array(data)) if np.asarray(data).ctypes.data % KERNEL_ALIGNMENT else data
         if self.resident:
             mx.eval(mx.max(ready, stream=mx.gpu))
-        self._ready[key] = (weakref.ref(data, lambda _: self._ready.pop(key, None)), None if ready is data else ready)
-        return ready
+        words = gather.table_words(ready)
+        mx.eval(words)  # a view of ready's buffer, detached from data's Python object
+        self._ready[key] = (
+            weakref.ref(data, lambda _: self._ready.pop(key, None)),
+            None if ready is data else ready,
+            words,
+        )
+        return ready, words
 
 
 METAL = DeviceBackend("metal", lambda: mx.fast.metal_kernel)  # no muser_mma or muser_dot4 in its lanes

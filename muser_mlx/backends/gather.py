@@ -70,12 +70,12 @@ def gather_calls(kernel: DeviceKernel, fmt: Format, dims: int, vocab: int, dtype
     return call, mx.compile(call)
 
 
-def bind(kernel: DeviceKernel, data: mx.array, fmt: Format, dims: int, dtype: mx.Dtype):
+def bind(kernel: DeviceKernel, words: mx.array, fmt: Format, dims: int, dtype: mx.Dtype):
     """``ids [...] -> [..., dims]`` (ids of any integer dtype and shape; the first call with a
-    dtype checks it) from the table bytes ``data`` by ``kernel``. Ids of at most
+    dtype checks it) from the table's :func:`table_words` ``words`` by ``kernel``. Ids of at most
     ``tuning.COMPILED_IDS`` replay the call's ``mx.compile``."""
-    words = table_words(data)
-    call, compiled = gather_calls(kernel, fmt, dims, data.shape[0], dtype)
+    vocab = words.nbytes // fmt.row_bytes(dims)
+    call, compiled = gather_calls(kernel, fmt, dims, vocab, dtype)
     checked: set[mx.Dtype] = set()
     limit = tuning.COMPILED_IDS
 

@@ -11,8 +11,11 @@ that chooses among them for a row count and dtype (:func:`choose`).
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 
-Every kernel takes ``x [n, dims]`` (n >= 1) and gives ``[n, vocab]`` in x's dtype, accumulating
-in float32; the layouts are tuning.py's.
+Every kernel takes ``x [..., dims]`` (at least one row) and gives ``[..., vocab]`` in x's dtype,
+accumulating in float32 (the streamed kernels read x's rows whatever its leading shape: a
+decode step's ``[1, 1, dims]`` needs no reshape, in the graph or in the compiled call); the layouts are tuning.py's. The table's bytes are the GPU kernels' data already
+(``DeviceBackend.kernel_data``: ``linear.differentiable_head`` prepares them before its
+``mx.custom_function``, inside which the same buffers come as new Python arrays).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING
 import mlx.core as mx
 
 from . import BACKENDS, KERNEL_BACKENDS, bind, tuning
+from .gather import table_words
 from .source import Launch
 
 if TYPE_CHECKING:
@@ -54,9 +58,14 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     return "matvec"
 
 
+def x_rows(x: mx.array) -> int:
+    """Rows of ``x [..., dims]``: the product of its leading dimensions."""
+    return x.size // x.shape[-1]
+
+
 def logits(table: Table, x: mx.array, backend: str) -> mx.array:
-    """``x [n, dims]`` -> ``[n, vocab]`` in x's dtype by the head :func:`choose` picks."""
-    return HEADS[choose(table, x.shape[0], x.dtype, backend)](table, x, backend)
+    """``x [..., dims]`` -> ``[..., vocab]`` in x's dtype by the head :func:`choose` picks."""
+    return HEADS[choose(table, x_rows(x), x.dtype, backend)](table, x, backend)
 
 
 def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.array]:
@@ -67,7 +76,7 @@ def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.arr
     one after the other and frees each before the next (left alone it interleaves them): at most
     one tile of floats is alive, no float copy of the table."""
     tile_rows = tuning.tile_rows(table.dims, dtype)
-    gather = bind(table, dtype, backend)
+    gather = bind(table, dtype, backend, prepared=True)
     out: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
         stop = min(start + tile_rows, table.vocab)
@@ -81,7 +90,7 @@ def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.arr
 def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
     """``x @ tile.T`` for each tile of the table (:func:`over_tiles`), concatenated."""
     parts = over_tiles(table, x.dtype, backend, lambda start, stop, tile, last: x @ tile.T)
-    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=1)
+    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=-1)
 
 
 def streaming_threads(vocab: int, vrows: int) -> int:
@@ -89,14 +98,15 @@ def streaming_threads(vocab: int, vrows: int) -> int:
     return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
 
 
-def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, out_rows: int, dtype: mx.Dtype) -> Launch:
-    """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid)."""
+def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead: tuple, dtype: mx.Dtype) -> Launch:
+    """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid),
+    out ``lead + (vocab,)``."""
     return Launch(
         format=table.format,
         defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
         grid=(streaming_threads(table.vocab, vrows), 1, 1),
         threadgroup=(tuning.THREADGROUP, 1, 1),
-        output_shape=(out_rows, table.vocab),
+        output_shape=(*lead, table.vocab),
         output_dtype=dtype,
     )
 
@@ -104,8 +114,8 @@ def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, out_
 def matvec_launch(table: Table, x: mx.array) -> Launch:
     """kernels/matvec.h for x: ROWS rows of x per pass over the table, VROWS table rows per warp,
     VALUES per lane and step (tuning.matvec_layout)."""
-    rows, vrows, values = tuning.matvec_layout(x.shape[0], table.dims)
-    return _launch(table, (("VALUES", values), ("ROWS", rows), ("VROWS", vrows)), vrows, x.shape[0], x.dtype)
+    rows, vrows, values = tuning.matvec_layout(x_rows(x), table.dims, table.vocab)
+    return _launch(table, (("VALUES", values), ("ROWS", rows), ("VROWS", vrows)), vrows, x.shape[:-1], x.dtype)
 
 
 def x_planes(dtype: mx.Dtype) -> int:
@@ -121,13 +131,13 @@ def x_run_words(planes: int) -> int:
 
 def xruns_launch(table: Table, x: mx.array) -> Launch:
     """kernels/xruns.h for x: a thread per run of RUN values; out ``[n, dims / RUN, words]``."""
-    planes, n_runs = x_planes(x.dtype), x.shape[0] * table.dims // RUN
+    planes, n_runs = x_planes(x.dtype), x_rows(x) * table.dims // RUN
     return Launch(
         format=None,
         defines=(("DIMS", table.dims), ("PLANES", planes)),
         grid=(-(-n_runs // tuning.THREADGROUP) * tuning.THREADGROUP, 1, 1),
         threadgroup=(tuning.THREADGROUP, 1, 1),
-        output_shape=(x.shape[0], table.dims // RUN, x_run_words(planes)),
+        output_shape=(x_rows(x), table.dims // RUN, x_run_words(planes)),
         output_dtype=mx.uint32,
     )
 
@@ -135,20 +145,20 @@ def xruns_launch(table: Table, x: mx.array) -> Launch:
 def bytedot_launch(table: Table, x: mx.array) -> Launch:
     """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
     tuning.bytedot_layout, PLANES (:func:`x_planes`)."""
-    rows, vrows, runs = tuning.bytedot_layout(x.shape[0], table.dims, table.qtype)
+    rows, vrows, runs = tuning.bytedot_layout(x_rows(x), table.dims, table.qtype)
     defines = (("ROWS", rows), ("VROWS", vrows), ("RUNS", runs), ("PLANES", x_planes(x.dtype)))
-    return _launch(table, defines, vrows, x.shape[0], x.dtype)
+    return _launch(table, defines, vrows, x.shape[:-1], x.dtype)
 
 
 def mma_launch(table: Table, x: mx.array) -> Launch:
-    """kernels/mma.h for x: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else 1), VTILES
+    """kernels/mma.h for x ``[n, dims]``: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else 1), VTILES
     tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
     (tuning.mma_layout); out rows: n rounded up to whole passes."""
     vtiles, xtiles = tuning.mma_layout(x.shape[0])
     parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
     out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
     defines = (("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles))
-    return _launch(table, defines, MMA_ROWS * vtiles, out_rows, x.dtype)
+    return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype)
 
 
 def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
@@ -174,8 +184,8 @@ def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool 
     """The GPU backend, once the arguments are checked."""
     if backend not in KERNEL_BACKENDS:
         raise ValueError(f"{head} runs on a GPU backend ({', '.join(KERNEL_BACKENDS)}), got {backend!r}")
-    if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != table.dims:
-        raise ValueError(f"{head} takes x [n >= 1, {table.dims}] for {table!r}, got {list(x.shape)}")
+    if x.ndim < 1 or x.size == 0 or x.shape[-1] != table.dims:
+        raise ValueError(f"{head} takes x [..., {table.dims}], at least one row, for {table!r}, got {list(x.shape)}")
     if quantized and not table.format.quantized:
         raise TypeError(f"{head} takes a quantized table (levels exact in integers), got {table!r}")
     return BACKENDS[backend]
@@ -184,7 +194,7 @@ def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool 
 def matvec(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/matvec.h, any format."""
     device = _device(table, x, backend, "matvec")
-    return device.matvec_kernel(matvec_launch(table, x), [device.kernel_data(table.data), x])
+    return device.matvec_kernel(matvec_launch(table, x), [table_words(table.data), x])
 
 
 def x_runs(table: Table, x: mx.array, backend: str) -> mx.array:
@@ -200,7 +210,7 @@ def bytedot(table: Table, x: mx.array, backend: str) -> mx.array:
     device = _device(table, x, backend, "bytedot", quantized=True)
     if device.bytedot_kernel is None:
         raise ValueError(f"bytedot needs a backend with byte dot products, got {backend!r}")
-    return device.bytedot_kernel(bytedot_launch(table, x), [device.kernel_data(table.data), x_runs(table, x, backend)])
+    return device.bytedot_kernel(bytedot_launch(table, x), [table_words(table.data), x_runs(table, x, backend)])
 
 
 def mma(table: Table, x: mx.array, backend: str) -> mx.array:
@@ -208,14 +218,16 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
     device = _device(table, x, backend, "mma", quantized=True)
     if device.mma_kernel is None:
         raise ValueError(f"mma needs a backend with warp matrix multiplies, got {backend!r}")
-    launch = mma_launch(table, x)
-    xh, x_sums = mma_operands(x, launch.output_shape[0])
-    return device.mma_kernel(launch, [device.kernel_data(table.data), xh, x_sums])[: x.shape[0]]
+    x2 = x.reshape(-1, table.dims)
+    launch = mma_launch(table, x2)
+    xh, x_sums = mma_operands(x2, launch.output_shape[0])
+    out = device.mma_kernel(launch, [table_words(table.data), xh, x_sums])[: x2.shape[0]]
+    return out.reshape(*x.shape[:-1], table.vocab)
 
 
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/matvec.h in the CPU extension (backends/cpu.py), any format."""
-    return BACKENDS["cpu"].matvec(table, x)
+    return BACKENDS["cpu"].matvec(table, x.reshape(-1, table.dims)).reshape(*x.shape[:-1], table.vocab)
 
 
 HEADS = {"mma": mma, "bytedot": bytedot, "matvec": matvec, "cpu_matvec": cpu_matvec, "tiled": tiled}

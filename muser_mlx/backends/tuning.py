@@ -54,6 +54,10 @@ TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 a
 MATVEC_ROWS = (1, 2, 4, 8)
 MATVEC_VROWS = {1: 4, 2: 8, 4: 4, 8: 4}
 MATVEC_VALUES = 16
+# A table of fewer rows than MATVEC_MIN_WARPS * VROWS takes one row per warp ("Matvec layout"): a
+# decode step's projections (640-2,048 rows in Gemma 3 270M) are bound by a warp's latency, not
+# by the bytes, and four times the warps finish sooner.
+MATVEC_MIN_WARPS = 2048
 # The byte dot products' layout ("Byte dot products"): table rows per warp (by format, else
 # BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (where dims are whole
 # pairs of runs per lane: multiples of 64).
@@ -94,16 +98,23 @@ def gather_values(dims: int) -> int:
     return next(v for v in GATHER_VALUES if dims % v == 0)
 
 
-def matvec_layout(n: int, dims: int) -> tuple[int, int, int]:
-    """(ROWS, VROWS, VALUES) of kernels/matvec.h for ``n`` rows of x."""
-    rows = next(r for r in MATVEC_ROWS if n <= r or r == MATVEC_ROWS[-1])
+def pass_rows(n: int) -> int:
+    """Rows of x per pass over the table of the streamed kernels (ROWS) for ``n`` rows: the
+    first of MATVEC_ROWS that holds them, else the last."""
+    return next(r for r in MATVEC_ROWS if n <= r or r == MATVEC_ROWS[-1])
+
+
+def matvec_layout(n: int, dims: int, vocab: int) -> tuple[int, int, int]:
+    """(ROWS, VROWS, VALUES) of kernels/matvec.h for ``n`` rows of x and a table of ``vocab`` rows."""
+    rows = pass_rows(n)
     values = MATVEC_VALUES if dims % MATVEC_VALUES == 0 else gather_values(dims)
-    return rows, MATVEC_VROWS[rows], values
+    vrows = MATVEC_VROWS[rows]
+    return rows, vrows if vocab >= MATVEC_MIN_WARPS * vrows else 1, values
 
 
 def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     """(ROWS, VROWS, RUNS) of kernels/bytedot.h for ``n`` rows of x of a ``qtype`` table."""
-    rows = matvec_layout(n, dims)[0]
+    rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
     return rows, vrows, BYTEDOT_RUNS if dims % 64 == 0 else 1
 
