@@ -17,6 +17,7 @@ byte against Q4_K's.
 
     python benchmarks/prefill.py                  # writes results/prefill_gpu.{md,json}
     python benchmarks/prefill.py --shapes gemma --rows 16 512 --tiles 1024 --no-formats
+    python benchmarks/prefill.py --rows 64 512 4096 --tiles 1024 --mma-rows 64 --reps 3 --stem prefill_rows
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--no-formats", action="store_true", help="skip the every-format run")
     p.add_argument("--no-baselines", action="store_true", help="skip MLX's float16 and 4-bit matmuls")
+    p.add_argument("--stem", default="prefill", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     copy = copy_bandwidth(1.0)
     rng = np.random.default_rng(1)
@@ -143,7 +145,7 @@ def main() -> None:
         f"x f16, x q4: muser_mlx against MLX's float16 and 4-bit matmuls. MMA_MAX_ROWS = {tuning.MMA_MAX_ROWS}, "
         f"TILE_BYTES = {tuning.TILE_BYTES // MIB} MiB."
     )
-    print(save("prefill", "The head at prefill widths against MLX's matmuls", table_md, results))
+    print(save(args.stem, "The head at prefill widths against MLX's matmuls", table_md, results))
 
 
 if __name__ == "__main__":
