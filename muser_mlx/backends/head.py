@@ -12,8 +12,9 @@ that chooses among them for a row count and dtype (:func:`choose`).
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 
 Every kernel takes ``x [..., dims]`` (at least one row) and gives ``[..., vocab]`` in x's dtype,
-accumulating in float32 (the streamed kernels read x's rows whatever its leading shape: a
-decode step's ``[1, 1, dims]`` needs no reshape, in the graph or in the compiled call); the layouts are tuning.py's. The table's bytes are the GPU kernels' data already
+accumulating in float32; the layouts are tuning.py's. The streamed kernels read x's rows
+whatever its leading shape: a decode step's ``[1, 1, dims]`` needs no reshape, in the graph or
+in the compiled call. The table's bytes are the GPU kernels' data already
 (``DeviceBackend.kernel_data``: ``linear.differentiable_head`` prepares them before its
 ``mx.custom_function``, inside which the same buffers come as new Python arrays).
 """
@@ -151,8 +152,8 @@ def bytedot_launch(table: Table, x: mx.array) -> Launch:
 
 
 def mma_launch(table: Table, x: mx.array) -> Launch:
-    """kernels/mma.h for x ``[n, dims]``: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else 1), VTILES
-    tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
+    """kernels/mma.h for x ``[n, dims]``: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else
+    1), VTILES tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
     (tuning.mma_layout); out rows: n rounded up to whole passes."""
     vtiles, xtiles = tuning.mma_layout(x.shape[0])
     parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
