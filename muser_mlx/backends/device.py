@@ -56,7 +56,8 @@ class DeviceBackend:
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.matrix_units = matrix_units or (lambda: False)
         self.resident = resident
-        self._ready: dict[int, tuple] = {}  # id(data) -> (weakref to data, its copy or None, words)
+        # id(data) -> (a weak reference to data, its aligned copy or None, the words of the two)
+        self._ready: dict[int, tuple[weakref.ref, mx.array | None, mx.array]] = {}
 
     def bind(self, table: Table, dtype: mx.Dtype, prepared: bool = False) -> Callable[[mx.array], mx.array]:
         """``ids [...] -> [..., dims]`` in ``dtype`` from ``table`` (see :func:`gather.bind`);

@@ -132,13 +132,14 @@ def x_run_words(planes: int) -> int:
 
 def xruns_launch(table: Table, x: mx.array) -> Launch:
     """kernels/xruns.h for x: a thread per run of RUN values; out ``[n, dims / RUN, words]``."""
-    planes, n_runs = x_planes(x.dtype), x_rows(x) * table.dims // RUN
+    planes, n = x_planes(x.dtype), x_rows(x)
+    n_runs = n * table.dims // RUN
     return Launch(
         format=None,
         defines=(("DIMS", table.dims), ("PLANES", planes)),
         grid=(-(-n_runs // tuning.THREADGROUP) * tuning.THREADGROUP, 1, 1),
         threadgroup=(tuning.THREADGROUP, 1, 1),
-        output_shape=(x_rows(x), table.dims // RUN, x_run_words(planes)),
+        output_shape=(n, table.dims // RUN, x_run_words(planes)),
         output_dtype=mx.uint32,
     )
 
