@@ -1,10 +1,12 @@
-"""A/B of two source trees of muser_mlx: this one's Embedding against another checkout's (a
-previous revision, say), both imported into one process and timed alternating (so both see the
-same machine state), with mlx.nn.Embedding (float16 table) beside them, at Muse Glimmer's shape
-(dims 6,656, vocab 202,048; Q4_K, float32 out).
+"""A/B of source trees of muser_mlx: this one's Embedding against other checkouts' (a previous
+revision, say), all imported into one process and timed alternating (so all see the same machine
+state), with mlx.nn.Embedding (float16 table) beside them, at Muse Glimmer's shape (dims 6,656,
+vocab 202,048; Q4_K, float32 out). A copy of this tree among the others shows the noise: what
+the same code measures under another name in the same run.
 
     git worktree add /tmp/before main            # or: git archive main | tar -x -C /tmp/before
     python benchmarks/tree_ab.py --against /tmp/before
+    git archive HEAD | tar -x -C /tmp/same && python benchmarks/tree_ab.py --against /tmp/same /tmp/before
     python benchmarks/tree_ab.py --against /tmp/before --dims 1024 --vocab 8192 --batches 1 64 --reps 100  # a CPU
 
 Per batch of ids: the median time of one lookup per evaluation (common.alternating_medians: the
@@ -49,7 +51,7 @@ def import_tree(root: Path):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--against", required=True, type=Path, help="root of the other checkout")
+    p.add_argument("--against", required=True, type=Path, nargs="+", help="roots of the other checkouts")
     p.add_argument("--format", default="Q4_K")
     p.add_argument("--batches", nargs="+", type=int, default=[1, 4096, 32768])
     p.add_argument("--reps", type=int, default=400, help="one-per-evaluation repetitions; queued: a tenth")
@@ -58,22 +60,23 @@ def main() -> None:
     p.add_argument("--stem", default="tree_ab", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     dims, vocab = args.dims, args.vocab
-    other = import_tree(args.against.resolve())
+    others = {root.name: import_tree(root.resolve()) for root in args.against}
+    if len(others) < len(args.against):
+        raise SystemExit("the other checkouts' folders need distinct names (they name the rows)")
     data = mx.array(random_q_bytes(args.format, vocab, dims))
     dense = nn.Embedding(vocab, dims)
     dense.weight = (mx.random.normal((vocab, dims)) * 0.02).astype(mx.float16)
     mx.eval(data, dense.parameters())
-    contenders = {
-        "this tree": muser_mlx.Embedding.from_table(muser_mlx.Table.from_bytes(data, args.format, dims)),
+    contenders = {"this tree": muser_mlx.Embedding.from_table(muser_mlx.Table.from_bytes(data, args.format, dims))}
+    for name, other in others.items():
         # a revision before Embedding.from_table took the table in its constructor
-        f"{args.against.name}": getattr(other.Embedding, "from_table", other.Embedding)(
-            other.Table.from_bytes(data, args.format, dims)
-        ),
-        "nn.Embedding f16": dense,
-    }
+        make = getattr(other.Embedding, "from_table", other.Embedding)
+        contenders[name] = make(other.Table.from_bytes(data, args.format, dims))
+    contenders["nn.Embedding f16"] = dense
     probe = mx.arange(0, vocab, 997)
-    ours, theirs = (contenders[k](probe) for k in list(contenders)[:2])
-    print("same output:", bool(mx.array_equal(ours, theirs)), flush=True)
+    ours = contenders["this tree"](probe)
+    for name in others:
+        print(f"same output as {name}:", bool(mx.array_equal(ours, contenders[name](probe))), flush=True)
     rows, runs = [], []
     for n in args.batches:
         latency = alternating_medians({name: (fresh_ids(vocab, n), emb) for name, emb in contenders.items()}, args.reps)
@@ -84,15 +87,16 @@ def main() -> None:
             print(*rows[-1], sep="\t", flush=True)
     md = markdown(["lookup", "ids", "us, 1 per eval", "us, queued", "host us, queued"], rows)
     md += (
-        f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other tree: {args.against.name} "
-        f"({other.__file__}). Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation."
+        f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other trees: "
+        + ", ".join(f"{name} ({other.__file__})" for name, other in others.items())
+        + f". Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation."
     )
     print(
         save(
             args.stem,
             f"muser_mlx trees A/B, dims {dims}, vocab {vocab}",
             md,
-            {"against": str(args.against), "format": args.format, "runs": runs},
+            {"against": [str(root) for root in args.against], "format": args.format, "runs": runs},
         )
     )
 

@@ -34,19 +34,21 @@ MUSER_FN uint32_t table_bytes(ByteTable t, uint32_t w) {
 }
 
 // table_bytes over the words of N values: byte k of each w[c] (below 16) becomes entry (byte k) of t.
-// A dialect with a 16-byte shuffle defines MUSER_TABLE_BYTES and muser_table_bytes<WORDS>(lo, hi, w)
-// for whole shuffles, the same bytes (prelude_cpu.h: pshufb on x86, tbl on arm64, where the lookup
-// per byte cost the CPU's gather up to 5x the instructions).
+// A dialect with byte shuffles defines MUSER_TABLE_BYTES and muser_table_bytes<WORDS>(lo, hi, w)
+// for WORDS a multiple of MUSER_TABLE_WORDS, the same bytes (prelude_cpu.h: 16-byte pshufb on
+// x86, tbl on arm64, where the lookup per byte cost the CPU's gather up to 5x the instructions;
+// prelude_cuda.h: PRMT, a word at a time).
 template <int N>
 MUSER_FN void table_lookup(ByteTable t, MUSER_LOCAL uint32_t* w) {
 #ifdef MUSER_TABLE_BYTES
-  if constexpr (N % 16 == 0) {
-    muser_table_bytes<N / 4>(t.lo, t.hi, w);
-    return;
-  }
+  if constexpr ((N + 3) / 4 % MUSER_TABLE_WORDS == 0) {
+    muser_table_bytes<(N + 3) / 4>(t.lo, t.hi, w);
+  } else
 #endif
-  for (int k = 0; k < (N + 3) / 4; ++k) {
-    w[k] = table_bytes(t, w[k]);
+  {
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = table_bytes(t, w[k]);
+    }
   }
 }
 

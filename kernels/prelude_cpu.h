@@ -118,6 +118,7 @@ inline void muser_f16_floats(const uint32_t* w, float* lv) {
 // byte of w is below 16.
 #if defined(__SSSE3__) || (defined(__ARM_NEON) && defined(__aarch64__))
 #define MUSER_TABLE_BYTES
+#define MUSER_TABLE_WORDS 4
 template <int WORDS>
 inline void muser_table_bytes(uint64_t lo, uint64_t hi, uint32_t* w) {
   static_assert(WORDS % 4 == 0, "whole vectors of 16 bytes");

@@ -74,6 +74,23 @@ MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
 template <typename P>
 MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }
 
+// format_value_tables.h's table_lookup, a word of 4 bytes (each below 16) per 3 byte permutes
+// (PRMT), ggml's get_int_from_table_16: the bytes packed into the nibbles of a selector pick
+// their entries from each 8-byte half of the table lo | hi << 64, and bit 3 of each byte picks
+// the half. The shared loop spends about 12 instructions per byte on 64-bit shifts.
+#define MUSER_TABLE_BYTES
+#define MUSER_TABLE_WORDS 1
+template <int WORDS>
+MUSER_FN void muser_table_bytes(uint64_t lo, uint64_t hi, uint32_t* w) {
+  for (int c = 0; c < WORDS; ++c) {
+    const uint32_t q = w[c];
+    const uint32_t s = __byte_perm(q | (q >> 4), 0, 0x0020u);  // nibble k: byte k of q
+    const uint32_t low = __byte_perm(uint32_t(lo), uint32_t(lo >> 32), s & 0x7777u);
+    const uint32_t high = __byte_perm(uint32_t(hi), uint32_t(hi >> 32), s & 0x7777u);
+    w[c] = __byte_perm(low, high, 0x3210u | ((s & 0x8888u) >> 1));
+  }
+}
+
 // N values to dst as T (float, __half or __nv_bfloat16, rounded to nearest): 16-byte stores where
 // N and dst's alignment allow (the output buffer is aligned; the row offset decides).
 template <int N, typename T>
