@@ -20,7 +20,7 @@
 // Inf from exponent 253, as in ggml), so decode is bit-identical to ggml's float32 dequantization
 // whatever the order or FMA contraction. Q4_1's and Q5_1's offset is -m: d * q - (-m) = d * q + m.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_u16 (and, where it
+// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_words_at1, muser_load_u16 (and, where it
 // defines MUSER_BYTE_LEVELS, muser_byte_levels; format_value_tables.h: MUSER_TABLE_BYTES,
 // muser_table_bytes; format_f16.h: MUSER_F16_FLOATS, muser_f16_floats).
 #pragma once
@@ -45,6 +45,8 @@ MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
     for (int k = 0; k < N / 4; ++k) muser_load_words<1>(p + 4 * k, w + k);
   } else if (ALIGN >= 2 && N >= 4) {
     muser_load_words_at2<N / 4, UNIFORM>(p, w);
+  } else if (N >= 4) {
+    muser_load_words_at1<N / 4>(p, w);
   } else if (ALIGN >= 2 && N >= 2) {
     for (int k = 0; k < (N + 3) / 4; ++k) w[k] = 0;
     for (int k = 0; k < N / 2; ++k) w[k / 2] |= muser_load_u16(p + 2 * k) << (16 * (k % 2));

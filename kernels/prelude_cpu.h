@@ -44,6 +44,11 @@ inline void muser_load_words_at2(const uint8_t* p, uint32_t* w) {
   muser_load_words<W>(p, w);
 }
 
+template <int W>
+inline void muser_load_words_at1(const uint8_t* p, uint32_t* w) {
+  muser_load_words<W>(p, w);
+}
+
 inline uint32_t muser_load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);

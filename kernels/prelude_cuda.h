@@ -45,6 +45,17 @@ struct muser_words<4> {
 template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
 
+// W little-endian words from p, which lies shift / 8 bytes past a 4-byte boundary: the W + 1
+// aligned words from there (where p is aligned, the last of the W twice) joined by funnel shifts.
+template <int W, typename P>
+MUSER_FN void muser_funnel_words(P p, uint32_t shift, uint32_t* w) {
+  const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
+  uint32_t words[W + 1];
+  for (int k = 0; k < W; ++k) words[k] = aligned[k];
+  words[W] = aligned[shift ? W : W - 1];
+  for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(words[k], words[k + 1], shift);
+}
+
 // W little-endian words from a 2-byte-aligned p. Where the lanes of a warp share p's alignment
 // (UNIFORM: formats.h), a branch on it: W 4-byte loads where p is 4-byte aligned, else the W + 1
 // aligned words from p - 2 joined by funnel shifts of 16 bits. Otherwise without a branch: the
@@ -63,12 +74,15 @@ MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
     const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - 2);
     for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(aligned[k], aligned[k + 1], 16);
   } else {
-    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
-    uint32_t words[W + 1];
-    for (int k = 0; k < W; ++k) words[k] = aligned[k];
-    words[W] = aligned[shift ? W : W - 1];
-    for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(words[k], words[k + 1], shift);
+    muser_funnel_words<W>(p, shift, w);
   }
+}
+
+// W little-endian words from any p, as muser_load_words_at2 without UNIFORM: 2W + 1 instructions
+// where byte loads take 8W (MXFP4's 17-byte blocks; docs/performance.md, "Aligned loads").
+template <int W, typename P>
+MUSER_FN void muser_load_words_at1(P p, uint32_t* w) {
+  muser_funnel_words<W>(p, uint32_t(reinterpret_cast<size_t>(p) & 3) * 8, w);
 }
 
 template <typename P>

@@ -52,6 +52,12 @@ inline void muser_load_words_at2(P p, thread uint32_t* w) {
   for (int k = 0; k < W; ++k) w[k] = muser_load_u16(p + 4 * k) | muser_load_u16(p + 4 * k + 2) << 16;
 }
 
+// W little-endian words from any p, a byte at a time.
+template <int W, typename P>
+inline void muser_load_words_at1(P p, thread uint32_t* w) {
+  for (int k = 0; k < 4 * W; ++k) w[k / 4] = (k % 4 ? w[k / 4] : 0u) | uint32_t(p[k]) << (8 * (k % 4));
+}
+
 template <int N, typename T>
 inline void muser_store(device T* dst, thread const float* v) {
   for (int k = 0; k < N; ++k) {

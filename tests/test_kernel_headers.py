@@ -38,8 +38,8 @@ def test_a_kernel_header_holds_its_tables_decoder_alone(dialect, qtype):
     assert "muser_sum" not in gather and "muser_sum" in matvec  # the LM heads' lane operations
     grid = GRID_OF_FORMAT.get(qtype)  # a codebook's words come on top (kernels/iq*_grid.h)
     words = len(kernel_header([grid.kernel_file])) if grid else 0
-    # bytes (IQ4_XS: 9.6 KB, its value table in it); 13.3 KB when the 8 decoders then were all in it
-    assert len(gather) - words < 10_000
+    # bytes (IQ4_XS on CUDA: 10.7 KB, its value table in it); 32.4 KB with every decoder in it
+    assert len(gather) - words < 12_000
 
 
 def test_cuda_includes_the_files_metal_gets_their_text():

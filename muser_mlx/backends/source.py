@@ -141,12 +141,7 @@ class DeviceKernel:
             raise ValueError(
                 f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(inputs)}"
             )
-        fmt = launch.format
-        key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *[a.dtype for a in inputs])
-        kernel = self._kernels.get(key)
-        if kernel is None:
-            kernel = self._kernels[key] = self._build(launch, [a.dtype for a in inputs])
-        return kernel(
+        return self._kernel(launch, tuple(a.dtype for a in inputs))(
             inputs=inputs,
             grid=launch.grid,
             threadgroup=launch.threadgroup,
@@ -154,6 +149,33 @@ class DeviceKernel:
             output_dtypes=[launch.output_dtype],
             **options,
         )[0]
+
+    def runner(self, launch: Launch, dtypes: tuple[mx.Dtype, ...]) -> Callable[[list[mx.array]], mx.array]:
+        """``inputs -> output``: the launch for inputs of ``dtypes``, its kernel found and its
+        arguments made once, for a caller that repeats it (the gather keeps one per ids shape):
+        finding the kernel is about 1.5 us of host time per call (docs/performance.md, "Compiled
+        small batches")."""
+        if len(dtypes) != len(self.inputs):
+            raise ValueError(
+                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(dtypes)}"
+            )
+        kernel, grid, threadgroup = self._kernel(launch, dtypes), launch.grid, launch.threadgroup
+        shapes, out_dtypes = [launch.output_shape], [launch.output_dtype]
+
+        def run(inputs: list[mx.array]) -> mx.array:
+            return kernel(
+                inputs=inputs, grid=grid, threadgroup=threadgroup, output_shapes=shapes, output_dtypes=out_dtypes
+            )[0]
+
+        return run
+
+    def _kernel(self, launch: Launch, dtypes: tuple[mx.Dtype, ...]):
+        fmt = launch.format
+        key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *dtypes)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            kernel = self._kernels[key] = self._build(launch, list(dtypes))
+        return kernel
 
     def _build(self, launch: Launch, dtypes: list[mx.Dtype]):
         for name, value in launch.defines:
