@@ -1,5 +1,5 @@
 // Runs of 2 * HALF values in HALF bytes qs: value j < HALF in the low nibble of qs[j], value
-// HALF + j in the high one. ggml's 32-value blocks (Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) and IQ4_XS's
+// HALF + j in the high one. ggml's 32-value blocks (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) and IQ4_XS's
 // sub-blocks hold 32 values so (HALF 16), NVFP4's sub-blocks 16 (HALF 8).
 #pragma once
 #include "formats.h"

@@ -13,7 +13,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::MXFP4> : ByteLevels<Format<ggml::MXFP4>> {
-  enum { block_values = 32, block_bytes = 17, affine_values = 32, level_bits = 5, zero = 12 };
+  enum { block_values = 32, block_bytes = 17, affine_values = 32, level_bits = 5, zero = 12, run_pair = 16 };
   enum { e_at = 0, qs_at = 1 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

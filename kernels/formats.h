@@ -104,8 +104,13 @@ struct Format;
 // words w[0 .. (N+3)/4 - 1] (value k in byte k % 4 of w[k / 4]) and returns their Affine.
 // levels<N> follows from it (each byte's level by byte_levels); so do the matrix unit's
 // 16-bit levels (kernels/mma.h).
+// run_pair: the distance between the two runs of 16 values a lane of kernels/bytedot.h decodes
+// together, 32 (Q4_K's and Q5_K's qs bytes hold values i and i + 32), or 16 where runs j and
+// j + 16 share their bytes and one scale, and level_bytes<32> decodes the two at once
+// (format_half_nibbles.h's formats).
 template <typename F>
 struct ByteLevels {
+  enum { run_pair = 32 };
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     uint32_t w[(N + 3) / 4];
