@@ -7,7 +7,7 @@ evaluation (common.queued_seconds: device time per call), the kernel that
 copy bandwidth (a float32 elementwise copy, read + write, measured before every format).
 
     python benchmarks/heads_by_format.py                       # every format
-    python benchmarks/heads_by_format.py --formats Q4_K Q5_0   # some
+    python benchmarks/heads_by_format.py --formats Q4_K Q5_0 --stem heads_some   # some
 
 Prints a table and writes benchmarks/results/heads_by_format_<cpu|gpu>.{md,json}.
 """
@@ -34,6 +34,7 @@ def main() -> None:
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"], help="x's dtype")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    p.add_argument("--stem", default="heads_by_format", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     dtype, backend = getattr(mx, args.dtype), backends.select("auto")
     x = mx.array(np.random.default_rng(1).standard_normal((1, args.dims)).astype(np.float32)).astype(dtype)
@@ -73,9 +74,7 @@ def main() -> None:
         f"\n\nOne row of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
         f"{2 * QUEUED} queued calls, median of {args.reps}."
     )
-    print(
-        save("heads_by_format", f"One-row head by format, dims {args.dims:,} vocab {args.vocab:,}", table_md, results)
-    )
+    print(save(args.stem, f"One-row head by format, dims {args.dims:,} vocab {args.vocab:,}", table_md, results))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ the GB/s of the table bytes it streams (n / ROWS passes) against the copy bandwi
 run. (The recorded H100 sweep, results/matvec_tuning_gpu.md, predates queued_seconds: its "in
 flight" column timed 4 calls built and evaluated inside one timing.)
 Each layout is set through backends/tuning.py's ``fixed``; its MATVEC_ROWS, MATVEC_VROWS and
-MATVEC_VALUES (BYTEDOT_VROWS, BYTEDOT_VROWS_BY_FORMAT and BYTEDOT_RUNS) take the fastest
+MATVEC_VALUES (BYTEDOT_VROWS, BYTEDOT_RUNS and their _BY_FORMAT tables) take the fastest
 (benchmarks/as_linear.py's streamed column sets MATVEC_MAX_ROWS).
 
     python benchmarks/matvec_tuning.py [--rows 1 2 4 8 16] [--dtype float16] [--kernel bytedot] [--format Q6_K]
@@ -60,7 +60,12 @@ def main() -> None:
                 layout |= (
                     {"MATVEC_VROWS": {per_pass: vrows}, "MATVEC_VALUES": values}
                     if args.kernel == "matvec"
-                    else {"BYTEDOT_VROWS": vrows, "BYTEDOT_VROWS_BY_FORMAT": {}, "BYTEDOT_RUNS": values}
+                    else {
+                        "BYTEDOT_VROWS": vrows,
+                        "BYTEDOT_VROWS_BY_FORMAT": {},
+                        "BYTEDOT_RUNS": values,
+                        "BYTEDOT_RUNS_BY_FORMAT": {},
+                    }
                 )
                 call = lambda x: head.HEADS[args.kernel](table, x, backend)  # noqa: E731
                 with tuning.fixed(**layout):

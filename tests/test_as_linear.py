@@ -125,7 +125,7 @@ def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
     """kernels/bytedot.h, CPU dialect (dp4a emulated): grid-stride and idle warps, every pass
     width, both lane layouts (RUNS 2 where dims allow), VROWS capped at 32 / ROWS."""
     table, data, x = problem
-    with tuning.fixed(BYTEDOT_VROWS=vrows, BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs):
+    with tuning.fixed(BYTEDOT_VROWS=vrows, BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
         assert_close(cpu_bytedot(table, x, warps), x, dequantized(data, table.qtype))
 
 

@@ -59,11 +59,12 @@ MATVEC_VALUES = 16
 # by the bytes, and four times the warps finish sooner.
 MATVEC_MIN_WARPS = 2048
 # The byte dot products' layout ("Byte dot products"): table rows per warp (by format, else
-# BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (where dims are whole
-# pairs of runs per lane: multiples of 64).
+# BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (by format, else
+# BYTEDOT_RUNS; 2 where dims are whole pairs of runs per lane: multiples of 64).
 BYTEDOT_VROWS = 8
-BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 4, "Q8_0": 4}
+BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
+BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1}
 # The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
 # of x per pass beyond 8 rows of x.
 MMA_VTILES = 4
@@ -116,7 +117,7 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     """(ROWS, VROWS, RUNS) of kernels/bytedot.h for ``n`` rows of x of a ``qtype`` table."""
     rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
-    return rows, vrows, BYTEDOT_RUNS if dims % 64 == 0 else 1
+    return rows, vrows, BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS) if dims % 64 == 0 else 1
 
 
 def mma_layout(n: int) -> tuple[int, int]:
