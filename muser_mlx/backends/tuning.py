@@ -64,7 +64,7 @@ MATVEC_MIN_WARPS = 2048
 BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
-BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1}
+BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
 # The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
 # of x per pass beyond 8 rows of x.
 MMA_VTILES = 4
