@@ -137,10 +137,6 @@ class DeviceKernel:
 
     def __call__(self, launch: Launch, inputs: list[mx.array], **options) -> mx.array:
         """The launch's output (``options``: more of MLX's kernel call arguments, e.g. ``verbose``)."""
-        if len(inputs) != len(self.inputs):
-            raise ValueError(
-                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(inputs)}"
-            )
         return self._kernel(launch, tuple(a.dtype for a in inputs))(
             inputs=inputs,
             grid=launch.grid,
@@ -155,10 +151,6 @@ class DeviceKernel:
         arguments made once, for a caller that repeats it (the gather keeps one per ids shape):
         finding the kernel is about 1.5 us of host time per call (docs/performance.md, "Compiled
         small batches")."""
-        if len(dtypes) != len(self.inputs):
-            raise ValueError(
-                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(dtypes)}"
-            )
         kernel, grid, threadgroup = self._kernel(launch, dtypes), launch.grid, launch.threadgroup
         shapes, out_dtypes = [launch.output_shape], [launch.output_dtype]
 
@@ -170,6 +162,11 @@ class DeviceKernel:
         return run
 
     def _kernel(self, launch: Launch, dtypes: tuple[mx.Dtype, ...]):
+        """The MLX kernel for ``launch`` and inputs of ``dtypes``, built on first use."""
+        if len(dtypes) != len(self.inputs):
+            raise ValueError(
+                f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(dtypes)}"
+            )
         fmt = launch.format
         key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *dtypes)
         kernel = self._kernels.get(key)
