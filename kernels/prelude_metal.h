@@ -55,7 +55,7 @@ inline void muser_load_words_at2(P p, thread uint32_t* w) {
 // W little-endian words from any p, a byte at a time.
 template <int W, typename P>
 inline void muser_load_words_at1(P p, thread uint32_t* w) {
-  for (int k = 0; k < 4 * W; ++k) w[k / 4] = (k % 4 ? w[k / 4] : 0u) | uint32_t(p[k]) << (8 * (k % 4));
+  for (int k = 0; k < W; ++k) w[k] = p[4 * k] | p[4 * k + 1] << 8 | p[4 * k + 2] << 16 | uint32_t(p[4 * k + 3]) << 24;
 }
 
 template <int N, typename T>
