@@ -194,9 +194,7 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
     def __call__(self, x) -> mx.array:
         local = self._ids(x) - self._start  # uint32: ids below start wrap high
         weight, dtype = self["weight"], self["dtype"].dtype
-        rows = gather_for(self.qtype, *weight.shape, dtype, self._resolved_backend(self._backend))(
-            weight, local
-        )  # clamps
+        rows = gather_for(self.qtype, weight.shape, dtype, self._backend, backends.on_gpu())(weight, local)  # clamps
         mine = mx.where((local < self.rows)[..., None], rows, negative_zero(dtype))
         return mx.distributed.all_sum(mine, group=self.group)
 

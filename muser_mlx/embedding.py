@@ -183,18 +183,18 @@ class Embedding(LookupOptions, TableModule):
 
     def _gather(self):
         weight = self["weight"]
-        gather = gather_for(self.qtype, *weight.shape, self["dtype"].dtype, self._resolved_backend(self._backend))
+        gather = gather_for(self._format.name, weight.shape, self["dtype"].dtype, self._backend, backends.on_gpu())
         return lambda ids: gather(weight, ids)
 
     def __call__(self, x) -> mx.array:
         # mx.array ids, clamping: what _lookup would do is the gather, so do it at once. One id
         # per evaluation is mostly host time (docs/performance.md, "Compiled small batches"), so
-        # this path is a few Python operations and, on a GPU, a compiled replay.
+        # this path is a cache hit and, on a GPU, a compiled replay.
         if type(x) is mx.array and self._clamp:
             weight = self["weight"]
-            return gather_for(
-                self._format.name, *weight.shape, self["dtype"].dtype, self._resolved_backend(self._backend)
-            )(weight, x)
+            return gather_for(self._format.name, weight.shape, self["dtype"].dtype, self._backend, backends.on_gpu())(
+                weight, x
+            )
         return _lookup(self._gather(), self.table, x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:
@@ -208,23 +208,25 @@ class Embedding(LookupOptions, TableModule):
 
 
 @cache
-def gather_for(qtype: str, vocab: int, row_bytes: int, dtype: mx.Dtype, backend: str):
-    """``(weight, ids) -> rows``: the gather of a ``uint8 [vocab, row_bytes]`` table of ``qtype``
-    into ``dtype`` on ``backend``, one for the process per (format, sizes, dtype, backend), taking
-    the weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
+def gather_for(qtype: str, shape: tuple[int, int], dtype: mx.Dtype, backend: str, gpu: bool):
+    """``(weight, ids) -> rows``: the gather of a ``uint8 shape = [vocab, row_bytes]`` table of
+    ``qtype`` into ``dtype`` on ``backend`` as asked (``"auto"`` resolved while the default device
+    is, ``gpu``, or is not a GPU: ``backends.chosen``), one for the process per key, taking the
+    weight as an argument (a module's weight is replaced by ``update`` and, under ``mx.compile``
     with the state as an input, stands in for other arrays). On a GPU backend it is the gather's
     cached kernel call on the weight's words (``backends.gather``; the device keeps the words of
     each weight, ``kernel_words``), ids of at most ``tuning.COMPILED_IDS`` through its
     ``mx.compile``, replayed per ids shape; no binding is built per call."""
-    fmt = FORMATS[qtype]
+    fmt, (vocab, row_bytes) = FORMATS[qtype], shape
     dims = row_bytes // fmt.block_bytes * fmt.block_values
+    backend = backends.chosen(backend, qtype, gpu)
     if backend not in backends.KERNEL_BACKENDS:
         return lambda weight, ids: backends.bind(Table(weight, fmt, dims, vocab), dtype, backend)(ids)
-    device = backends.BACKENDS[backend]
-    call, compiled = gather_calls(device.gather_kernel, fmt, dims, vocab, dtype)
+    words_of = backends.BACKENDS[backend].kernel_words
+    call, compiled = gather_calls(backends.BACKENDS[backend].gather_kernel, fmt, dims, vocab, dtype)
 
     def kernel_gather(weight: mx.array, ids: mx.array) -> mx.array:
-        return (compiled if ids.size <= tuning.COMPILED_IDS else call)(device.kernel_words(weight), ids)
+        return (compiled if ids.size <= tuning.COMPILED_IDS else call)(words_of(weight), ids)
 
     return kernel_gather
 

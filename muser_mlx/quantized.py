@@ -111,10 +111,9 @@ class TableModule(nn.Module):
         return self._backend
 
     def _resolved_backend(self, backend: str) -> str:
-        """``backends.select(backend)`` for this weight: on a GPU one test of the device; where it
-        picks the CPU extension, also whether the extension has this format."""
-        chosen = backends.select(backend)
-        return backends.select(backend, self.table) if chosen == "cpu" else chosen
+        """``backends.select(backend)`` for this format on the default device, per call: a test
+        of the device and a cache hit (``backends.chosen``)."""
+        return backends.chosen(backend, self._format.name, backends.on_gpu())
 
     def _from_table(self, table: Table) -> TableModule:
         if table.format is not self._format:

@@ -45,26 +45,35 @@ def select(backend: str = "auto", table: Table | None = None) -> str:
     """``"auto"``: the GPU kernel when the default device is a GPU that has one, else the CPU
     extension (``"cpu"``), else ``"ops"`` (warning once why). With a ``table``, a format the
     extension was built without takes ``"ops"`` (``"auto"``, warning once) or raises (``"cpu"``)."""
+    return chosen(backend, None if table is None else table.qtype, on_gpu())
+
+
+@cache
+def chosen(backend: str, qtype: str | None, gpu: bool) -> str:
+    """:func:`select` for a table of ``qtype`` (None: no table in particular) while the default
+    device is (``gpu``) or is not a GPU: what the extension and MLX's build have is fixed for the
+    process, so the answer is kept, and a module's call asks at the cost of a cache hit (a
+    backend that cannot serve raises, and a raise is not kept)."""
     if backend == "auto":
-        if _GPU_BACKEND and on_gpu():
+        if _GPU_BACKEND and gpu:
             return _GPU_BACKEND
-        return "cpu" if _cpu_serves(table) else "ops"
+        return "cpu" if _cpu_serves(qtype) else "ops"
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose from auto, {', '.join(BACKENDS)}")
     if backend == "cpu":
         if reason := cpu.unavailable():
             raise ValueError(f"backend 'cpu' is not available: {reason}")
-        if table is not None and not cpu.has_format(table):
-            raise ValueError(f"backend 'cpu' has no {table.qtype} kernels: rebuild muser_mlx._cpu (pip install .)")
+        if qtype is not None and not cpu.has_format(qtype):
+            raise ValueError(f"backend 'cpu' has no {qtype} kernels: rebuild muser_mlx._cpu (pip install .)")
     elif backend != "ops" and backend != _GPU_BACKEND:
         raise ValueError(f"backend {backend!r} is not available with this MLX build")
     return backend
 
 
-def _cpu_serves(table: Table | None) -> bool:
+def _cpu_serves(qtype: str | None) -> bool:
     if _cpu_reason() is not None:
         return False
-    return table is None or cpu.has_format(table) or _warn_missing_format(table.qtype)
+    return qtype is None or cpu.has_format(qtype) or _warn_missing_format(qtype)
 
 
 @cache
@@ -72,7 +81,7 @@ def _cpu_reason() -> str | None:
     """Why the CPU extension cannot serve, warned once (None: it can)."""
     reason = cpu.unavailable()
     if reason is not None:
-        warnings.warn(f"{reason}: muser_mlx runs MLX ops on the CPU", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"{reason}: muser_mlx runs MLX ops on the CPU", RuntimeWarning, stacklevel=5)
     return reason
 
 
@@ -81,7 +90,7 @@ def _warn_missing_format(qtype: str) -> bool:
     warnings.warn(
         f"muser_mlx._cpu was built without {qtype} kernels: {qtype} runs MLX ops on the CPU (rebuild it: pip install .)",
         RuntimeWarning,
-        stacklevel=4,
+        stacklevel=5,
     )
     return False
 
@@ -92,6 +101,6 @@ def bind(table: Table, dtype: mx.Dtype, backend: str, prepared: bool = False) ->
     (``DeviceBackend.kernel_words``)."""
     if backend in KERNEL_BACKENDS:
         return BACKENDS[backend].bind(table, dtype, prepared)
-    if backend == "cpu" and not cpu.has_format(table):
+    if backend == "cpu" and not cpu.has_format(table.qtype):
         backend = select("auto", table)  # "auto" chose for no table in particular
     return BACKENDS[backend].bind(table, dtype)

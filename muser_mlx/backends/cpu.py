@@ -32,11 +32,11 @@ def unavailable() -> str | None:
     return _module()[1]
 
 
-def has_format(table) -> bool:
-    """Whether this build of the extension has kernels for ``table``'s format (a format added to
+def has_format(qtype: str) -> bool:
+    """Whether this build of the extension has kernels for ``qtype`` (a format added to
     ``kernels/`` after the build has none until it is rebuilt)."""
     module = _module()[0]
-    return module is not None and table.format.name in module.formats
+    return module is not None and qtype in module.formats
 
 
 def bind(table, dtype: mx.Dtype):
