@@ -1,18 +1,20 @@
 """Where the IQ grids live on CUDA: global memory read through the read-only data cache
-(``__device__``, prelude_cuda.h's MUSER_CONSTANT by default) against constant memory
-(``__constant__``), the same decoders alternating in one process at the Glimmer shape (dims 6,656,
+(``__device__``, prelude_cuda.h's MUSER_CONSTANT), constant memory (``__constant__``), and for the
+LM heads a copy in each threadgroup's shared memory (lanes_cuda.h's MUSER_SHARED_GRIDS, the
+tree's choice), the same decoders alternating in one process at the Glimmer shape (dims 6,656,
 vocab 202,048) against the copy bandwidth of the same run. CUDA only.
 
 The 32 lanes of a warp read 32 unrelated grid points: constant memory serves one address at a
-time, global memory a cache line. Per grid format: lookups of 4,096 and 32,768 ids queued
-(common.queued_seconds; table rows read + float32 written), and the LM head on the table's bytes:
-byte dot products at 1 row of float16 x, the matrix units at 16 (backends/head.py's kernels). Each
-round checks that both give the same output. Shared memory would need every kernel to fill it and
-wait at a barrier before its first early return, an entry hook in each kernel, not a prelude
-spelling.
+time, global memory a cache line, shared memory a bank. Per grid format: lookups of 4,096 and
+32,768 ids queued (common.queued_seconds; table rows read + float32 written; the gather reads
+global memory under "shared" too: it has no entry hook to fill a copy, and a threadgroup of it
+reads a few rows), and the LM head on the table's bytes: byte dot products at 1 row of float16
+x, the matrix units at 16 (backends/head.py's kernels). Each round checks that all give the same
+output.
 
     python benchmarks/grid_memory.py                        # every grid format
     python benchmarks/grid_memory.py --formats IQ2_XXS IQ1_S --rounds 3
+    python benchmarks/grid_memory.py --heads-only
 
 Prints each round and writes benchmarks/results/grid_memory_gpu.{md,json} (medians over rounds).
 """
@@ -41,18 +43,28 @@ from common import (
     save,
 )
 
-SPACES = {"constant": "__constant__ const", "global": "__device__ const"}  # MUSER_CONSTANT's spellings
-DEFINE = re.compile(r"^#define MUSER_CONSTANT .*$", re.MULTILINE)
+# variant -> (MUSER_CONSTANT's spelling, whether the heads copy the grid to shared memory)
+SPACES = {
+    "constant": ("__constant__ const", False),
+    "global": ("__device__ const", False),
+    "shared": ("__device__ const", True),
+}
+CONSTANT = re.compile(r"^#define MUSER_CONSTANT .*$", re.MULTILINE)
+SHARED = re.compile(r"^#define MUSER_SHARED_GRIDS$", re.MULTILINE)
 
 
-def folder(spelling: str) -> Path:
-    """A copy of the kernel files with prelude_cuda.h's MUSER_CONSTANT spelled ``spelling``."""
+def folder(spelling: str, shared: bool) -> Path:
+    """A copy of the kernel files with prelude_cuda.h's MUSER_CONSTANT spelled ``spelling`` and,
+    unless ``shared``, lanes_cuda.h's MUSER_SHARED_GRIDS left out."""
     out = Path(tempfile.mkdtemp(prefix="grid_memory_"))
     for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
         text = path.read_text()
         if path.name == "prelude_cuda.h":
-            text, count = DEFINE.subn(f"#define MUSER_CONSTANT {spelling}", text)
+            text, count = CONSTANT.subn(f"#define MUSER_CONSTANT {spelling}", text)
             assert count == 1, "prelude_cuda.h defines MUSER_CONSTANT once"
+        if path.name == "lanes_cuda.h" and not shared:
+            text, count = SHARED.subn("", text)
+            assert count == 1, "lanes_cuda.h defines MUSER_SHARED_GRIDS once"
         (out / path.name).write_text(text)
     return out
 
@@ -61,10 +73,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--formats", nargs="+", default=list(GRID_OF_FORMAT))
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--heads-only", action="store_true", help="no gathers (they read global memory under shared too)")
     p.add_argument("--reps", type=int, default=12)
     args = p.parse_args()
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
-    folders = {name: folder(spelling) for name, spelling in SPACES.items()}
+    folders = {name: folder(*variant) for name, variant in SPACES.items()}
     copy = copy_bandwidth()
     print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
     times: dict[tuple[str, str, str], list[float]] = {}
@@ -78,7 +91,7 @@ def main() -> None:
                 fresh_ids(vocab, n),
                 n * (table.row_bytes + 4 * dims),
             )
-            for n in (4096, 32768)
+            for n in (() if args.heads_only else (4096, 32768))
         }
         for kernel, rows in (("bytedot", 1), ("mma", 16)):
 
@@ -116,17 +129,22 @@ def main() -> None:
                 qtype,
                 case,
                 *(f"{medians[s] * 1e6:.1f} ({100 * nbytes / medians[s] / copy:.0f}%)" for s in SPACES),
-                f"{medians['constant'] / medians['global']:.2f}",
+                f"{medians['shared'] / medians['global']:.2f}",
             ]
         )
-    md = markdown(["format", "call", *(f"{s} us (of copy)" for s in SPACES), "constant / global"], rows)
+    md = markdown(["format", "call", *(f"{s} us (of copy)" for s in SPACES), "shared / global"], rows)
     md += (
         f"\n\nCopy bandwidth {copy / 1e9:.0f} GB/s. Queued calls (common.queued_seconds, 16 and 32 per "
-        f"evaluation), the median of {args.rounds} alternating rounds; constant = `{SPACES['constant']}`, "
-        f"global = `{SPACES['global']}`."
+        f"evaluation), the median of {args.rounds} alternating rounds; constant = `{SPACES['constant'][0]}`, "
+        f"global = `{SPACES['global'][0]}`, shared = global with the heads' copy in shared memory."
     )
     print(
-        save("grid_memory", "IQ grids in CUDA constant or global memory", md, {"copy_bytes_per_s": copy, "runs": runs})
+        save(
+            "grid_memory",
+            "IQ grids in CUDA constant, global or shared memory",
+            md,
+            {"copy_bytes_per_s": copy, "runs": runs},
+        )
     )
 
 

@@ -13,7 +13,7 @@ namespace muser {
 template <int N>
 MUSER_FN uint32_t delta_word(uint32_t entry, uint32_t k, bool minus) {
   const uint32_t plus = 0x02020202u & (uint32_t(minus) - 1u);
-  const uint32_t bytes = (((iq1s_grid[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | plus;
+  const uint32_t bytes = (((MUSER_GRID(iq1s_grid)[entry] >> (k / 4 * 4)) & 0x0F0F0F0Fu) << 3) | plus;
   return bytes >> (N >= 4 ? 0 : 8 * (k % 4));
 }
 

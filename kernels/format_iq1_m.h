@@ -13,6 +13,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ1_M> : ByteLevels<Format<ggml::IQ1_M>> {
   enum { block_values = 256, block_bytes = 56, affine_values = 16, level_bits = 5, zero = 8 * iq1s_grid_largest + 1 };
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq1s_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;

@@ -13,6 +13,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
   enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3xxs_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
@@ -22,7 +23,7 @@ struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
     bytes_at<4, 2, UNIFORM>(block + 66 + 4 * (j / 32), aux);
     for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
       const uint32_t signs = ksigns((aux[0] >> (7 * (group_of<N>(j, c) % 4))) & 127u);
-      w[c] = signed_word<N>(iq3xxs_grid[(entries[0] >> (8 * c)) & 255u], signs, in_group<N>(j, c), zero);
+      w[c] = signed_word<N>(MUSER_GRID(iq3xxs_grid)[(entries[0] >> (8 * c)) & 255u], signs, in_group<N>(j, c), zero);
     }
     return Affine{f16_at(block) * level(aux[0] >> 28, -0.5f) * 0.5f, 0.0f};
   }

@@ -7,6 +7,18 @@
 #pragma once
 #include "formats.h"
 
+// A grid as a decoder reads it, MUSER_GRID(grid): the grid itself (MUSER_CONSTANT), or in a
+// dialect's head kernels that keep grids in shared memory (MUSER_SHARED_GRIDS: lanes_cuda.h) the
+// copy made by the format's share_grid (formats.h), MUSER_SHARE_GRID(grid), which every thread of
+// the threadgroup calls before its first read.
+#ifdef MUSER_SHARED_GRIDS
+#define MUSER_GRID(grid) muser_shared_words<sizeof(grid) / 4>()
+#define MUSER_SHARE_GRID(grid) muser_share_words(grid, MUSER_GRID(grid), sizeof(grid) / 4)
+#else
+#define MUSER_GRID(grid) grid
+#define MUSER_SHARE_GRID(grid)
+#endif
+
 namespace muser {
 
 template <int N>

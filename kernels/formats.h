@@ -108,9 +108,13 @@ struct Format;
 // together, 32 (Q4_K's and Q5_K's qs bytes hold values i and i + 32), or 16 where runs j and
 // j + 16 share their bytes and one scale, and level_bytes<32> decodes the two at once
 // (format_half_nibbles.h's formats).
+// share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
+// every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
+// shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
   enum { run_pair = 32 };
+  static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     uint32_t w[(N + 3) / 4];
@@ -127,6 +131,7 @@ struct ByteLevels {
 template <typename F>
 struct HalfLevels {
   enum { block_values = 1, block_bytes = 2 };
+  static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
     uint32_t w[(N + 1) / 2];

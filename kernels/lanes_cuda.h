@@ -41,6 +41,24 @@ MUSER_FN void muser_load_x(const X* p, float* v) {
 
 enum { muser_warp_lanes = 32 };  // kernels/matvec.h: warp_lanes
 
+// The grid formats' grids in shared memory (format_iq_grid.h; docs/performance.md, "Grid
+// memory"): a head kernel's warps stream table rows for their whole life, so the copy a
+// threadgroup makes at its start serves all its rows, and a warp's 32 reads of unrelated grid
+// points meet 32 banks rather than up to 32 cache lines.
+#define MUSER_SHARED_GRIDS
+template <int WORDS>
+MUSER_FN uint32_t* muser_shared_words() {
+  __shared__ uint32_t words[WORDS];  // one array per WORDS in a kernel (it holds one grid)
+  return words;
+}
+// Every thread of the threadgroup copies its share of the words, then waits for the others'.
+MUSER_FN void muser_share_words(const uint32_t* from, uint32_t* to, uint32_t words) {
+  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) {
+    to[i] = from[i];
+  }
+  __syncthreads();
+}
+
 // Sum over the 32 lanes of a warp (all lanes active), every lane gets the result.
 MUSER_FN float muser_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) {

@@ -32,6 +32,7 @@ enum { warp_lanes = muser_warp_lanes };
 template <typename F, int ROWS, int VROWS, typename Lanes, typename TableP, typename XP, typename OutP>
 MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
                             uint32_t thread_index, uint32_t thread_count) {
+  F::share_grid();
   const uint64_t row_bytes = uint64_t(dims / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
   const uint32_t step = thread_count / warp_lanes * VROWS;

@@ -32,6 +32,7 @@ template <typename F, int DIMS, int VOCAB, int PARTS, int VTILES, int XTILES, ty
           typename SumP, typename OutP>
 MUSER_FN void mma_matvec(TableP table, XP xh, SumP x_sums, uint32_t n, OutP out, uint32_t thread_index,
                          uint32_t thread_count) {
+  F::share_grid();
   enum { RUN = F::affine_values, LANE = RUN / 4, STEPS = RUN / 16, COLS = mma_cols * XTILES, ROWS = mma_rows * VTILES };
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % 32, g = lane / 4, t = lane % 4;
