@@ -4,7 +4,8 @@
 #define MUSER_LOCAL
 // A read-only table at namespace scope (the IQ grids, kernels/iq*_grid.h): global memory, read
 // through the read-only data cache, not constant memory, which serves a warp's 32 distinct grid
-// points one at a time (docs/performance.md, "Grid memory").
+// points one at a time; the heads read a copy in shared memory (lanes_cuda.h;
+// docs/performance.md, "Grid memory").
 #define MUSER_CONSTANT __device__ const
 
 MUSER_FN float muser_f16_bits_to_float(uint16_t bits) { return __half2float(__ushort_as_half(bits)); }
