@@ -18,8 +18,20 @@ struct Format<ggml::Q2_K> : ByteLevels<Format<ggml::Q2_K>> {
     const uint32_t j = i % block_values;
     two_bits<N, 4, UNIFORM>(block + qs_at, j, w);
     const uint32_t scale_min = block[scales_at + j / 16];
-    return Affine{f16_at(block + d_at) * level(scale_min & 15u, 0.0f),
-                  f16_at(block + dmin_at) * level(scale_min >> 4, 0.0f)};
+    return affine(f16_at(block + d_at), f16_at(block + dmin_at), scale_min);
+  }
+  template <int RUNS, typename P>
+  static MUSER_FN void run_levels(P row, uint32_t i, MUSER_LOCAL uint32_t* w, MUSER_LOCAL Affine* a) {
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t j = i % block_values;
+    two_bit_runs<RUNS, 4>(block + qs_at, j, w);
+    const float d = f16_at(block + d_at), dmin = f16_at(block + dmin_at);
+    for (int q = 0; q < RUNS; ++q) {
+      a[q] = affine(d, dmin, block[scales_at + j / 16 + 2 * q]);
+    }
+  }
+  static MUSER_FN Affine affine(float d, float dmin, uint32_t scale_min) {
+    return Affine{d * level(scale_min & 15u, 0.0f), dmin * level(scale_min >> 4, 0.0f)};
   }
 };
 

@@ -17,6 +17,15 @@ struct Format<ggml::TQ2_0> : ByteLevels<Format<ggml::TQ2_0>> {
     two_bits<N, 2, UNIFORM>(block + qs_at, i % block_values, w);
     return Affine{f16_at(block + d_at), 0.0f};
   }
+  template <int RUNS, typename P>
+  static MUSER_FN void run_levels(P row, uint32_t i, MUSER_LOCAL uint32_t* w, MUSER_LOCAL Affine* a) {
+    P block = row + (i / block_values) * block_bytes;
+    two_bit_runs<RUNS, 2>(block + qs_at, i % block_values, w);
+    const Affine both{f16_at(block + d_at), 0.0f};
+    for (int q = 0; q < RUNS; ++q) {
+      a[q] = both;
+    }
+  }
 };
 
 }  // namespace muser

@@ -16,4 +16,18 @@ MUSER_FN void two_bits(P qs, uint32_t j, MUSER_LOCAL uint32_t* w) {
   }
 }
 
+// The levels of the RUNS runs of 16 values j + 32 q (j % 16 == 0, (j + 32 (RUNS - 1)) / 128 ==
+// j / 128): the same 16 qs bytes at shifts 2 apart, loaded once (kernels/bytedot.h's paired runs;
+// nvcc loads them again for a second two_bits call).
+template <int RUNS, int ALIGN, typename P>
+MUSER_FN void two_bit_runs(P qs, uint32_t j, MUSER_LOCAL uint32_t* w) {
+  uint32_t bytes[4];
+  bytes_at<16, ALIGN>(qs + 32 * (j / 128) + j % 32, bytes);
+  for (int q = 0; q < RUNS; ++q) {
+    for (int k = 0; k < 4; ++k) {
+      w[4 * q + k] = (bytes[k] >> (2 * (j / 32 % 4 + q))) & 0x03030303u;
+    }
+  }
+}
+
 }  // namespace muser

@@ -129,6 +129,21 @@ def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
         assert_close(cpu_bytedot(table, x, warps), x, dequantized(data, table.qtype))
 
 
+@pytest.mark.parametrize("runs", [1, 2])
+@pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q4_0", "Q4_K"])
+def test_cpu_bytedot_run_levels(qtype, runs):
+    """Each way a lane decodes its runs (formats.h, run_levels): one run; the two runs of 32
+    values from i (Q4_0); runs i and i + 32 one by one (Q4_K), and from one load of their shared
+    qs bytes (Q2_K, TQ2_0: format_two_bits.h). 40 rows x 768 values: 12 lanes of 64 values."""
+    rng = np.random.default_rng(5)
+    data = moderate(random_table_bytes(rng, qtype, 40, 768), qtype)
+    table = Table.from_bytes(data, qtype, 768)
+    x = mx.array(rng.standard_normal((3, 768)).astype(np.float32)).astype(mx.float16)
+    with tuning.fixed(BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
+        assert bytedot_launch(table, x).define("RUNS") == runs
+        assert_close(cpu_bytedot(table, x, warps=3), x, dequantized(data, qtype))
+
+
 def run_maxima(x: np.ndarray) -> np.ndarray:
     """Each value of x [n, dims] replaced by the largest |x| of its run of 16."""
     m = np.abs(x).reshape(x.shape[0], -1, 16).max(axis=-1)
