@@ -107,16 +107,16 @@ struct Format;
 // run_pair: the distance between the two runs of 16 values a lane of kernels/bytedot.h decodes
 // together, 32 (Q4_K's and Q5_K's qs bytes hold values i and i + 32), or 16 where runs j and
 // j + 16 share their bytes and one scale, and level_bytes<32> decodes the two at once
-// (format_half_nibbles.h's formats). run_levels<RUNS>(row, i, w, a): the level bytes of runs
-// i + run_pair q (q < RUNS) into w[4q .. 4q + 3] and their Affines into a[q]; a format whose
-// paired runs share fields it would otherwise load twice decodes them together (nvcc does not
-// merge the second loads: format_two_bits.h).
+// (format_half_nibbles.h's formats). decodes_runs: the format's run_levels<RUNS>(row, i, w, a)
+// gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in a[q],
+// for paired runs that share fields nvcc would load twice, once per level_bytes
+// (format_two_bits.h).
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
-  enum { run_pair = 32 };
+  enum { run_pair = 32, decodes_runs = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
@@ -125,13 +125,8 @@ struct ByteLevels {
     byte_levels<N>(w, float(F::zero), lv);
     return a;
   }
-  template <int RUNS, typename P>
-  static MUSER_FN void run_levels(P row, uint32_t i, MUSER_LOCAL uint32_t* w, MUSER_LOCAL Affine* a) {
-    enum { D = RUNS == 2 && F::run_pair == 16 ? 2 : 1 };  // run_pair 16: values i .. i + 31, one decode
-    for (int q = 0; q < RUNS; q += D) {  // i | P q = i + P q: the compiler sees the runs share a block
-      a[q] = a[q + D - 1] = F::template level_bytes<16 * D>(row, i | (F::run_pair * q), w + 4 * q);
-    }
-  }
+  template <int RUNS, typename P>  // not called where decodes_runs is 0
+  static MUSER_FN void run_levels(P, uint32_t, MUSER_LOCAL uint32_t*, MUSER_LOCAL Affine*) {}
 };
 
 // A 16-bit float format F (F16, BF16): one little-endian 16-bit float per value, values i .. i+N-1

@@ -132,9 +132,10 @@ def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
 @pytest.mark.parametrize("runs", [1, 2])
 @pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q4_0", "Q4_K"])
 def test_cpu_bytedot_run_levels(qtype, runs):
-    """Each way a lane decodes its runs (formats.h, run_levels): one run; the two runs of 32
-    values from i (Q4_0); runs i and i + 32 one by one (Q4_K), and from one load of their shared
-    qs bytes (Q2_K, TQ2_0: format_two_bits.h). 40 rows x 768 values: 12 lanes of 64 values."""
+    """Each way a lane of kernels/bytedot.h decodes its runs: one run; the two runs as 32 values
+    from i (Q4_0); runs i and i + 32 one level_bytes each (Q4_K), and together from one load of
+    their shared qs bytes (Q2_K, TQ2_0: run_levels, format_two_bits.h). 40 rows x 768 values: 12
+    lanes of 64 values."""
     rng = np.random.default_rng(5)
     data = moderate(random_table_bytes(rng, qtype, 40, 768), qtype)
     table = Table.from_bytes(data, qtype, 768)
