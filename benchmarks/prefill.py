@@ -5,19 +5,22 @@ Two tables: Muse Glimmer's head (Q4_K, dims 6,656, vocab 202,048: mlx-lm's ``mus
 Gemma 3 270M's (Q8_0, dims 640, vocab 262,144); random bytes with finite scales. x float16 of
 16 to 4,096 rows. Every time is device ms per call queued (common.queued_seconds). Columns:
 - ``muser_mlx``: ``as_linear`` as ``backends.head.choose`` picks (``kernel`` names it);
-- ``mma``: kernels/mma.h at any row count (tuning.MMA_MAX_ROWS raised), up to --mma-rows;
+- ``tile_mma``: kernels/tile_mma.h at any row count;
+- ``mma``: kernels/mma.h at any row count, up to --mma-rows;
 - ``tiled@M``: the tiled path, vocab rows dequantized into x's dtype M MiB at a time
   (tuning.TILE_BYTES), each tile multiplied by MLX's matmul;
 - ``dequantize@M``: that path's dequantization alone (the tiles chained as there, summed to a
   scalar each): the floor under the tiled path;
 - ``mlx f16``: ``x @ W16.T``, W16 the float16 table (``nn.Linear`` holding float16);
 - ``mlx q4``: ``mlx.nn.QuantizedLinear`` (4-bit, group 64, scales in float16).
-Then every format's tiled head at 512 rows over vocab 32,768 at dims 6,656, its time per table
-byte against Q4_K's.
+Then every format's head (``as_linear``) at --format-rows rows (512) over vocab 32,768 at dims
+6,656, its time per table byte against Q4_K's.
 
     python benchmarks/prefill.py                  # writes results/prefill_gpu.{md,json}
     python benchmarks/prefill.py --shapes gemma --rows 16 512 --tiles 1024 --no-formats
     python benchmarks/prefill.py --rows 64 512 4096 --tiles 1024 --mma-rows 64 --reps 3 --stem prefill_rows
+    python benchmarks/prefill.py --rows 16 32 64 96 128 512 4096 --tiles 1024 --mma-rows 64 --reps 3 \
+        --format-rows 64 --stem prefill_tile_mma
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
     backend = backends.select("auto", table)
     calls = {
         "muser_mlx": (lambda x: as_linear(table, x), {}),
-        "mma": (lambda x: as_linear(table, x), {"MMA_MAX_ROWS": 1 << 30}),
+        "tile_mma": (lambda x: head.tile_mma(table, x, backend), {}),
+        "mma": (lambda x: head.mma(table, x, backend), {}),
     }
     calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB}) for m in tiles}
     calls |= {f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB}) for m in tiles}
@@ -103,7 +107,7 @@ def main() -> None:
             shape["runs"].append({"rows": n, "kernel": kernel, "ms": ms})
             line = " ".join(f"{k}={v:.3f}" for k, v in ms.items())
             print(f"{qtype} {vocab}x{dims} n={n} [{kernel}] {line}", flush=True)
-            best_ours = min(v for k, v in ms.items() if k == "muser_mlx" or k.startswith(("tiled", "mma")))
+            best_ours = min(v for k, v in ms.items() if k == "muser_mlx" or k.startswith(("tiled", "mma", "tile_mma")))
             rows_md.append(
                 [
                     f"{qtype} {vocab:,} x {dims:,}",
@@ -137,7 +141,7 @@ def main() -> None:
             [r["format"], f"{1e3 * r['seconds']:.3f}", f"{per_byte[r['format']] / per_byte['Q4_K']:.2f}"]
             for r in results["formats"]
         ]
-        table_md += "\n\nEvery format, 512 rows of float16 x, vocab 32,768 x dims 6,656:\n\n"
+        table_md += f"\n\nEvery format, {args.format_rows} rows of float16 x, vocab 32,768 x dims 6,656 (`as_linear`: {head.choose(table, args.format_rows, mx.float16, backends.select('auto', table))}):\n\n"
         table_md += markdown(["format", "ms", "per table byte x Q4_K"], fmt_rows)
     table_md += (
         f"\n\nx float16; device ms per call, {QUEUED} and {2 * QUEUED} calls queued, median of {args.reps}. "

@@ -111,3 +111,43 @@ MUSER_FN void muser_level_pairs(uint32_t w, const __nv_bfloat16*, uint32_t* pair
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
 MUSER_FN void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const __half*) { MUSER_MMA("f16"); }
 MUSER_FN void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const __nv_bfloat16*) { MUSER_MMA("bf16"); }
+
+// The tiled matrix multiply (kernels/tile_mma.h): the threadgroup's dynamic shared memory (the
+// launch's shared bytes, 16-byte aligned), asynchronous 16-byte copies into it, the threadgroup's
+// barrier, 16-byte stores, and fragments read from shared memory.
+MUSER_FN uint8_t* muser_dynamic_shared() {
+  extern __shared__ __align__(16) uint8_t muser_dynamic_bytes[];
+  return muser_dynamic_bytes;
+}
+// 16 bytes to shared dst from global src (both 16-byte aligned), of which the first have come
+// from src and the rest are zeros (cp.async, L2 only: the table is read once per threadgroup).
+MUSER_FN void muser_copy16_async(uint8_t* dst, const uint8_t* src, uint32_t have) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :
+               : "r"(uint32_t(__cvta_generic_to_shared(dst))), "l"(src), "r"(have)
+               : "memory");
+}
+// The copies issued since the last commit, as one group; wait until at most PENDING groups are
+// in flight (this thread's; a barrier after makes every thread's visible).
+MUSER_FN void muser_copy_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int PENDING>
+MUSER_FN void muser_copy_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+MUSER_FN void muser_group_barrier() { __syncthreads(); }
+// w[0..3] to the 16-byte-aligned p (shared or global memory): one store.
+template <typename P>
+MUSER_FN void muser_store4(P* p, const uint32_t* w) {
+  *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+// Four 8 x 8 matrices of 16-bit values from shared memory (ldmatrix .x4): lane l gives the
+// address of row l % 8 of matrix l / 8 (8 consecutive values, 16-byte aligned); lane (g, t) gets
+// in r[q] values 2t, 2t+1 of row g of matrix q, low half first, as muser_mma's fragments take them.
+template <typename H>
+MUSER_FN void muser_ldmatrix4(const H* p, uint32_t* r) {
+  const uint32_t address = uint32_t(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}

@@ -300,8 +300,9 @@ def test_every_format_on_every_head_path(capfd, qtype):
 
 def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
-    rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, byte dot products
-    one row of a table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
+    rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, then any table and
+    16-bit x in the tiled matrix multiply to TILE_MMA_MAX_ROWS; byte dot products one row of a
+    table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
     MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
     backend, the tiled matmul."""
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 9)
@@ -317,7 +318,12 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(q4k, first - 1, dtype, "cuda") in ("bytedot", "matvec")
         assert head.choose(q4k, first, dtype, "cuda") == "mma"
         assert head.choose(q4k, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
-        assert head.choose(q4k, tuning.MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+        above = "tile_mma" if dtype != mx.float32 else "tiled"  # float16 and bfloat16 x, any format
+        assert head.choose(q4k, tuning.MMA_MAX_ROWS + 1, dtype, "cuda") == above
+        assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == above
+        assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS, dtype, "cuda") == above
+        assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+        assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, dtype, "metal") == "tiled"
         assert head.choose(f16, first, dtype, "cuda") == "matvec"
         assert head.choose(q4k, first, dtype, "metal") == "matvec"
         assert head.choose(q4k, first, dtype, "ops") == "tiled"
@@ -333,8 +339,14 @@ def test_which_head_kernel(monkeypatch):
     ]
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
+    assert tuning.MMA_MAX_ROWS < tuning.TILE_MMA_MIN_ROWS <= tuning.TILE_MMA_MAX_ROWS
+    odd = Table.from_bytes(random_table_bytes(rng, "F16", 3, 48), "F16", 48)  # dims off whole steps of 32
+    assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
+    with pytest.raises(ValueError, match="float16 or bfloat16 x"):
+        head.tile_mma(q4k, mx.zeros((40, 256)), "cuda")
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 7)
     assert head.choose(q4k, 16, mx.float16, "cuda") == "matvec"
+    assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
 
 
 def test_module_and_function_agree_under_compile():
@@ -380,7 +392,7 @@ def test_empty_and_bad_x():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
-@pytest.mark.parametrize("rows", [1, 3, 8, 9, 100])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 40, 100])
 @pytest.mark.parametrize("dtype", list(X_DTYPES))
 def test_gpu_streamed_and_tiled(rows, dtype):
     rng = np.random.default_rng(rows)
@@ -433,6 +445,27 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
             for vtiles, xtiles in MMA_TILES:
                 with tuning.fixed(MMA_VTILES=vtiles, MMA_XTILES=xtiles):
                     assert_close(head.mma(table, x, "cuda"), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the matrix-unit kernel)")
+@pytest.mark.parametrize("qtype", ALL_QTYPES)
+def test_gpu_tile_mma_every_format(qtype):
+    """The tiled matrix multiply for every format and 16-bit x dtype: row counts either side of
+    each XROWS (partial x tiles), vocabs off a multiple of its 128 rows and of 8 (the
+    element-wise stores) and on them (the 16-byte stores), x of 3 dims and x off a 16-byte
+    boundary (a view one value into a buffer)."""
+    rng = np.random.default_rng(10)
+    for vocab in (1001, 1024):
+        data = moderate(random_table_bytes(rng, qtype, vocab, 512), qtype)
+        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+        for dtype in (mx.float16, mx.bfloat16):
+            for n in (1, 33, 64, 65, 130):
+                x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
+                assert_close(head.tile_mma(table, x, "cuda"), x, W)
+            flat = mx.array(rng.standard_normal(2 * 40 * 512 + 1).astype(np.float32)).astype(dtype)
+            for x in (flat[1:].reshape(2, 40, 512), flat[:-1].reshape(2, 40, 512)):
+                assert_close(head.tile_mma(table, x, "cuda"), x, W)
 
 
 @pytest.mark.gpu

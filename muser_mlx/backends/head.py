@@ -6,6 +6,10 @@ that chooses among them for a row count and dtype (:func:`choose`).
   float multiply-adds, any format; ``bytedot`` (kernels/bytedot.h, CUDA, quantized tables): byte
   dot products of levels and x in integers; ``mma`` (kernels/mma.h, CUDA compute capability 8+,
   quantized tables): warp matrix multiplies.
+- ``tile_mma`` (GPU kernel, kernels/tile_mma.h, CUDA compute capability 8+, float16 and bfloat16
+  x of many rows: prefill): a tiled matrix multiply on the matrix units, the table dequantized a
+  tile at a time into shared memory (the gather's values in x's dtype) and read once per
+  threadgroup of x rows; no float copy of the table in device memory.
 - ``cpu_matvec`` (the ``cpu`` backend, few rows of x): kernels/matvec.h in the CPU extension.
 - ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
@@ -38,6 +42,8 @@ WARP = 32  # lanes of a Metal simdgroup / CUDA warp (kernels/matvec.h: warp_lane
 MMA_ROWS, MMA_COLS = 16, 8  # a warp multiply's table rows and x rows (kernels/mma.h: mma_rows, mma_cols)
 FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mma.h: PARTS)
 RUN = 16  # values of x per run record (kernels/xruns.h)
+TILE_ROWS, TILE_K, TILE_THREADS = 128, 32, 256  # kernels/tile_mma.h: tile_rows, tile_k, tile_threads
+TILE_MIN_SHARED = 48 << 10  # bytes
 
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
@@ -50,6 +56,8 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
         return "tiled"
     device = BACKENDS[backend]
     quantized = table.format.quantized  # levels are exact in 16 bits; the float formats' values are not
+    if tile_mma_fits(table, rows, dtype) and device.matrix_units():
+        return "tile_mma"
     if quantized and rows >= tuning.MMA_MIN_ROWS[dtype] and device.matrix_units():
         return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
     if rows > tuning.MATVEC_MAX_ROWS:
@@ -57,6 +65,18 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     if quantized and device.byte_dots and rows <= tuning.BYTEDOT_MAX_ROWS and table.nbytes >= tuning.BYTEDOT_MIN_BYTES:
         return "bytedot"
     return "matvec"
+
+
+def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype) -> bool:
+    """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
+    rows within tuning's range, dims in whole steps of TILE_K values, and a grid of at most
+    MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
+    return (
+        dtype in (mx.float16, mx.bfloat16)
+        and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.TILE_MMA_MAX_ROWS
+        and table.dims % TILE_K == 0
+        and -(-table.vocab // TILE_ROWS) * -(-rows // tuning.tile_mma_xrows(rows)) * TILE_THREADS <= MAX_THREADS
+    )
 
 
 def x_rows(x: mx.array) -> int:
@@ -163,6 +183,40 @@ def mma_launch(table: Table, x: mx.array) -> Launch:
     return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype)
 
 
+def tile_mma_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
+    rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``. CHUNK values of a row per copy of its
+    bytes into shared memory (256, or 256 bytes of a float format's values), RAW bytes of shared
+    memory per row and copy (the chunk's bytes rounded to 16-byte pieces, and one piece for their
+    offset from a 16-byte boundary); SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS
+    rows, two of TILE_ROWS x TILE_K table values and two of XROWS x TILE_K values of x, 2 bytes
+    each (at least TILE_MIN_SHARED)."""
+    n, fmt = x_rows(x), table.format
+    xrows = tuning.tile_mma_xrows(n)
+    chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
+    raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
+    # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
+    # shared copy of an IQ grid (format_iq_grid.h) takes up to 16 KiB more, which the default 48 KiB would not hold
+    shared = max(2 * TILE_ROWS * raw + 2 * 2 * (TILE_ROWS + xrows) * TILE_K, TILE_MIN_SHARED)
+    groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
+    return Launch(
+        format=fmt,
+        defines=(
+            ("DIMS", table.dims),
+            ("VOCAB", table.vocab),
+            ("XROWS", xrows),
+            ("CHUNK", chunk),
+            ("RAW", raw),
+            ("SHARED", shared),
+        ),
+        grid=(groups * TILE_THREADS, 1, 1),
+        threadgroup=(TILE_THREADS, 1, 1),
+        output_shape=(*x.shape[:-1], table.vocab),
+        output_dtype=x.dtype,
+        shared_bytes=shared,
+    )
+
+
 def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
     """x [n, dims] -> kernels/mma.h's inputs: xh [parts, rows, dims] in the multiply's 16-bit
     type and x_sums [dims / 16, rows] float32 (x's sums over each 16 values), x padded with zero
@@ -227,9 +281,27 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
     return out.reshape(*x.shape[:-1], table.vocab)
 
 
+def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
+    """Logits by kernels/tile_mma.h (matrix units; any format, float16 or bfloat16 x)."""
+    device = _device(table, x, backend, "tile_mma")
+    if device.tile_mma_kernel is None or x.dtype not in (mx.float16, mx.bfloat16) or table.dims % TILE_K:
+        raise ValueError(
+            f"tile_mma needs a backend with warp matrix multiplies, float16 or bfloat16 x and dims in steps "
+            f"of {TILE_K}, got {backend!r}, {x.dtype}, {table!r}"
+        )
+    return device.tile_mma_kernel(tile_mma_launch(table, x), [table_words(table.data), x])
+
+
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/matvec.h in the CPU extension (backends/cpu.py), any format."""
     return BACKENDS["cpu"].matvec(table, x.reshape(-1, table.dims)).reshape(*x.shape[:-1], table.vocab)
 
 
-HEADS = {"mma": mma, "bytedot": bytedot, "matvec": matvec, "cpu_matvec": cpu_matvec, "tiled": tiled}
+HEADS = {
+    "tile_mma": tile_mma,
+    "mma": mma,
+    "bytedot": bytedot,
+    "matvec": matvec,
+    "cpu_matvec": cpu_matvec,
+    "tiled": tiled,
+}

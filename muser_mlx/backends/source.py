@@ -56,7 +56,8 @@ class Launch:
     """One call of a kernel: compiled for ``format`` (its block decoder in the header, its ggml
     type ``#define``d as FORMAT; None for a kernel that reads no table) and the integer
     ``defines`` (``#define``d in order after the header), run on ``grid`` threads in threadgroups
-    of ``threadgroup``, writing one output of ``output_shape`` and ``output_dtype``."""
+    of ``threadgroup``, writing one output of ``output_shape`` and ``output_dtype``;
+    ``shared_bytes``: the dynamic shared memory each threadgroup takes (CUDA; 0: none)."""
 
     format: Format | None
     defines: tuple[tuple[str, int], ...]
@@ -64,6 +65,7 @@ class Launch:
     threadgroup: tuple[int, int, int]
     output_shape: tuple[int, ...]
     output_dtype: mx.Dtype
+    shared_bytes: int = 0
 
     def __post_init__(self):  # per call: kept to what a launch can get wrong at run time
         if len(self.grid) != 3 or min(self.grid) < 1 or len(self.threadgroup) != 3 or min(self.threadgroup) < 1:
@@ -168,7 +170,14 @@ class DeviceKernel:
                 f"kernel {self.name} takes {len(self.inputs)} inputs ({', '.join(self.inputs)}), got {len(dtypes)}"
             )
         fmt = launch.format
-        key = (tuning.KERNEL_SOURCES, fmt and fmt.name, launch.defines, launch.output_dtype, *dtypes)
+        key = (
+            tuning.KERNEL_SOURCES,
+            fmt and fmt.name,
+            launch.defines,
+            launch.shared_bytes,
+            launch.output_dtype,
+            *dtypes,
+        )
         kernel = self._kernels.get(key)
         if kernel is None:
             kernel = self._kernels[key] = self._build(launch, list(dtypes))
@@ -186,10 +195,12 @@ class DeviceKernel:
         spelled = [str(v) for _, v in launch.defines] + [
             str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)
         ]
+        shared = {"shared_memory": launch.shared_bytes} if launch.shared_bytes else {}
         return self._register()(
             name="_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest]),
             input_names=self.inputs,
             output_names=self.outputs,
             source=body,
             header=self.registered_header(fmt, text) + define_lines,
+            **shared,
         )

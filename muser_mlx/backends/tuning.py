@@ -65,6 +65,12 @@ BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
 BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
+# The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
+# float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows to TILE_MMA_MAX_ROWS (then the tiled matmul):
+# rows of x per threadgroup, the first of TILE_MMA_XROWS that holds x's rows, else the last.
+TILE_MMA_MIN_ROWS = 33
+TILE_MMA_MAX_ROWS = 64
+TILE_MMA_XROWS = (64, 128)
 # The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
 # of x per pass beyond 8 rows of x.
 MMA_VTILES = 4
@@ -118,6 +124,11 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
     return rows, vrows, BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS) if dims % 64 == 0 else 1
+
+
+def tile_mma_xrows(n: int) -> int:
+    """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows."""
+    return next(r for r in TILE_MMA_XROWS if n <= r or r == TILE_MMA_XROWS[-1])
 
 
 def mma_layout(n: int) -> tuple[int, int]:

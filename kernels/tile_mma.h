@@ -1,0 +1,245 @@
+// The LM head at prefill widths on matrix units: x [n, DIMS] -> out [n, VOCAB] in x's 16-bit type H,
+// out[m, r] = sum_i x[m, i] * W[r, i], a tiled matrix multiply whose table tiles are dequantized
+// into shared memory, so each table byte is read once per XROWS rows of x (mma.h reads it once per
+// 16 and the tiled path writes and reads a float copy of it).
+//
+// A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
+// r0 .. by XROWS (64 or 128) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
+// b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
+// Per step of tile_k (32) values every thread decodes 16 values of one table row (decode<F, 16>:
+// the gather's float32 values, rounded to H as the gather into H rounds them, so the products are
+// those of the tiled path's matmul) and loads its share of x's XROWS x 32 values, into the
+// shared buffer the step after reads; warp w multiplies table rows 32 (w % 4) .. + 31 by x rows
+// XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16 m16n8k16 multiplies (muser_mma,
+// float32 accumulation) per 16 values, their fragments read by muser_ldmatrix4. One barrier per
+// step: a buffer is written a step after the one that read it finished. The sums go out through
+// shared memory as H, 16 bytes per store along a row of out.
+// Shared tiles hold rows of 32 values (64 bytes, four 16-byte chunks); chunk c of row q lies at
+// chunk c ^ (q / 2 % 4) (tile_at), so the 8 rows one muser_ldmatrix4 matrix reads, and the rows the
+// decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
+// chunk c of row m at c ^ (m % 8) (out_at), so a fragment's 4 rows of x meet distinct banks.
+// Table rows past VOCAB decode the last row, stored nowhere; x rows past n are zeros, stored
+// nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
+// Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
+// muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma; from the prelude:
+// muser_load_words.
+#pragma once
+#include "formats.h"
+
+namespace muser {
+
+enum { tile_rows = 128, tile_k = 32, tile_threads = 256, tile_warps = tile_threads / 32 };
+
+template <typename P>
+struct pointee;
+template <typename T>
+struct pointee<const T*> {
+  typedef T type;
+};
+
+// Offset in values of value k (a multiple of 8) of row q in a tile of rows of tile_k values.
+MUSER_FN uint32_t tile_at(uint32_t q, uint32_t k) { return q * tile_k + ((k / 8) ^ (q / 2 % 4)) * 8; }
+
+// Offset in values of table row r (a multiple of 8 plus e < 8: r - r % 8 + e) of x row m in the
+// output tile of rows of tile_rows values.
+MUSER_FN uint32_t out_at(uint32_t m, uint32_t r) { return m * tile_rows + ((r / 8) ^ (m % 8)) * 8 + r % 8; }
+
+// Eight H values as the 16 bytes of w.
+template <typename H>
+MUSER_FN void pack_h(const float* v, uint32_t* w) {
+  H h[8];
+  for (int k = 0; k < 8; ++k) {
+    h[k] = static_cast<H>(v[k]);
+  }
+  for (int k = 0; k < 4; ++k) {
+    w[k] = uint32_t(reinterpret_cast<const uint16_t*>(h)[2 * k]) |
+           uint32_t(reinterpret_cast<const uint16_t*>(h)[2 * k + 1]) << 16;
+  }
+}
+
+template <typename F, int DIMS, int VOCAB, int XROWS, int CHUNK, int RAW, int SHARED, typename TableP, typename XP,
+          typename OutP>
+MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
+  typedef typename pointee<XP>::type H;
+  enum {
+    STEPS = DIMS / tile_k,
+    CHUNK_STEPS = CHUNK / tile_k,
+    CHUNKS = (DIMS + CHUNK - 1) / CHUNK,
+    CHUNK_BYTES = CHUNK / F::block_values * F::block_bytes,
+    A_VALUES = tile_rows * tile_k,           // one buffer of table values
+    B_VALUES = XROWS * tile_k,               // one buffer of x values
+    X_CHUNKS = B_VALUES / 8 / tile_threads,  // 16-byte pieces of x per thread and step
+    WARP_COLS = XROWS / 2,                   // x rows per warp
+    NT = WARP_COLS / 8,                      // n8 tiles per warp
+  };
+  static_assert(CHUNK % tile_k == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
+  static_assert(RAW % 16 == 0 && RAW >= (CHUNK_BYTES + 15) / 16 * 16 + 16, "a row's chunk and its alignment fit");
+  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * 2 * (A_VALUES + B_VALUES), "the shared bytes backends/head.py asks");
+  static_assert(XROWS * tile_rows <= 2 * (A_VALUES + B_VALUES), "the output tile fits the value buffers");
+  F::share_grid();
+  uint8_t* raw = muser_dynamic_shared();  // [2][tile_rows][RAW] bytes, then the value buffers
+  H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
+  H* b_tiles = a_tiles + 2 * A_VALUES;                           // [2][XROWS][tile_k]
+  H* shared = a_tiles;                                           // the output tile, at the end
+  const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
+  const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
+  const uint32_t x_tiles = (n + XROWS - 1) / XROWS;
+  const uint32_t r0 = group / x_tiles * tile_rows, m0 = group % x_tiles * XROWS;
+  const uint32_t a_row = thread / 2, a_k = 16 * (thread % 2);  // the values this thread decodes
+  const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;  // rows are 64-byte multiples
+
+  // Where chunk c of the threadgroup's row q starts in the table.
+  auto chunk_start = [&](uint32_t q, uint32_t c) {
+    const uint32_t r = r0 + q < uint32_t(VOCAB) ? r0 + q : uint32_t(VOCAB) - 1;
+    return r * row_bytes + uint64_t(c) * CHUNK_BYTES;
+  };
+  // Chunk c's bytes of the threadgroup's rows into raw buffer c % 2, asynchronously: per row the
+  // 16-byte pieces that hold them, so each byte lies at its table address's offset mod 16 (the
+  // decoders' loads are as wide as the table's alignment allows). Bytes past the table are zeros.
+  auto copy_chunk = [&](uint32_t c) {
+    const uint32_t values = DIMS - c * CHUNK < uint32_t(CHUNK) ? DIMS - c * CHUNK : uint32_t(CHUNK);
+    const uint32_t bytes = values / F::block_values * F::block_bytes;
+    for (uint32_t p = thread; p < uint32_t(tile_rows * RAW / 16); p += tile_threads) {
+      const uint32_t q = p / (RAW / 16), piece = p % (RAW / 16);
+      const uint64_t start = chunk_start(q, c), at = (start & ~uint64_t(15)) + 16 * piece;
+      if (at < start + bytes) {
+        const uint32_t have = at + 16 <= table_bytes ? 16u : uint32_t(table_bytes - at);
+        muser_copy16_async(raw + (c % 2 * tile_rows + q) * RAW + 16 * piece, table + at, have);
+      }
+    }
+    muser_copy_commit();
+  };
+  // Step s's 16 values of this thread's row, from its raw chunk, rounded to H into buffer s % 2.
+  auto decode_step = [&](uint32_t s) {
+    const uint32_t c = s / CHUNK_STEPS;
+    const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(a_row, c) & 15);
+    float v[16];
+    decode<F, 16>(row, s % CHUNK_STEPS * tile_k + a_k, v);
+    H* a = a_tiles + s % 2 * A_VALUES;
+    for (int h = 0; h < 2; ++h) {
+      uint32_t w[4];
+      pack_h<H>(v + 8 * h, w);
+      muser_store4(a + tile_at(a_row, a_k + 8 * h), w);
+    }
+  };
+  // x's values of step s: this thread's pieces into registers, then into buffer s % 2.
+  uint32_t xw[X_CHUNKS][4];
+  auto load_x = [&](uint32_t s) {
+    for (int c = 0; c < X_CHUNKS; ++c) {
+      const uint32_t piece = thread + c * tile_threads, m = piece / 4, k = piece % 4 * 8;
+      for (int e = 0; e < 4; ++e) {
+        xw[c][e] = 0u;
+      }
+      if (m0 + m < n) {
+        const H* p = x + uint64_t(m0 + m) * DIMS + s * tile_k + k;
+        if (x_aligned) {
+          muser_load_words<4>(p, xw[c]);
+        } else {
+          for (int e = 0; e < 4; ++e) {
+            xw[c][e] = uint32_t(reinterpret_cast<const uint16_t*>(p)[2 * e]) |
+                       uint32_t(reinterpret_cast<const uint16_t*>(p)[2 * e + 1]) << 16;
+          }
+        }
+      }
+    }
+  };
+  auto store_x = [&](uint32_t s) {
+    for (int c = 0; c < X_CHUNKS; ++c) {
+      const uint32_t piece = thread + c * tile_threads;
+      muser_store4(b_tiles + s % 2 * B_VALUES + tile_at(piece / 4, piece % 4 * 8), xw[c]);
+    }
+  };
+
+  const uint32_t warp = thread / 32, lane = thread % 32;
+  const uint32_t wr = warp % 4 * 32, wm = warp / 4 * WARP_COLS;  // the warp's first table row and x row
+  float acc[2][NT][4];
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < NT; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        acc[i][j][e] = 0.0f;
+      }
+    }
+  }
+  // Chunks 0 and 1 in flight, step 0 staged; then per step s: x of step s + 1 loaded, at a new
+  // chunk its bytes awaited and the chunk after it sent for, step s + 1 decoded; step s
+  // multiplied; x of step s + 1 stored. A raw buffer is refilled a chunk after the one whose
+  // decoding it held, a value buffer a step after the one that read it.
+  copy_chunk(0);
+  if (CHUNKS > 1) {
+    copy_chunk(1);
+    muser_copy_wait<1>();
+  } else {
+    muser_copy_wait<0>();
+  }
+  muser_group_barrier();
+  decode_step(0);
+  load_x(0);
+  store_x(0);
+  muser_group_barrier();
+  for (uint32_t s = 0; s < uint32_t(STEPS); ++s) {
+    const uint32_t next = s + 1;
+    if (next < uint32_t(STEPS)) {
+      load_x(next);
+      if (next % CHUNK_STEPS == 0) {
+        muser_copy_wait<0>();
+        muser_group_barrier();
+        if (next / CHUNK_STEPS + 1 < uint32_t(CHUNKS)) {
+          copy_chunk(next / CHUNK_STEPS + 1);
+        }
+      }
+      decode_step(next);
+    }
+    const H* a = a_tiles + s % 2 * A_VALUES;
+    const H* b = b_tiles + s % 2 * B_VALUES;
+    for (uint32_t kk = 0; kk < uint32_t(tile_k); kk += 16) {
+      uint32_t af[2][4], bf[NT][2];
+      for (int i = 0; i < 2; ++i) {  // matrix q of lane l's address: rows 8 (q % 2) .., values 8 (q / 2) ..
+        muser_ldmatrix4(a + tile_at(wr + 16 * i + lane % 16, kk + 8 * (lane / 16)), af[i]);
+      }
+      for (int j = 0; j < NT; j += 2) {  // matrix q: x rows 8 (j + q / 2) .., values 8 (q % 2) ..
+        uint32_t w[4];
+        muser_ldmatrix4(b + tile_at(wm + 8 * j + lane / 16 * 8 + lane % 8, kk + lane / 8 % 2 * 8), w);
+        bf[j][0] = w[0], bf[j][1] = w[1], bf[j + 1][0] = w[2], bf[j + 1][1] = w[3];
+      }
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < NT; ++j) {
+          muser_mma(af[i], bf[j], acc[i][j], x);
+        }
+      }
+    }
+    if (next < uint32_t(STEPS)) {
+      store_x(next);
+    }
+    muser_group_barrier();
+  }
+
+  // acc[i][j][e]: table row wr + 16 i + g + 8 (e / 2), x row wm + 8 j + 2 t + e % 2.
+  const uint32_t g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < NT; ++j) {
+      for (int e = 0; e < 4; ++e) {
+        shared[out_at(wm + 8 * j + 2 * t + e % 2, wr + 16 * i + g + 8 * (e / 2))] = static_cast<H>(acc[i][j][e]);
+      }
+    }
+  }
+  muser_group_barrier();
+  for (uint32_t chunk = thread; chunk < uint32_t(XROWS * tile_rows / 8); chunk += tile_threads) {
+    const uint32_t m = chunk / (tile_rows / 8), c = chunk % (tile_rows / 8), first = r0 + 8 * c;
+    if (m0 + m >= n || first >= uint32_t(VOCAB)) {
+      continue;
+    }
+    const H* from = shared + out_at(m, 8 * c);
+    OutP to = out + uint64_t(m0 + m) * VOCAB + first;
+    if (VOCAB % 8 == 0) {  // rows of out 16-byte aligned, and every chunk whole
+      uint32_t w[4];
+      muser_load_words<4>(from, w);
+      muser_store4(to, w);
+    } else {
+      for (uint32_t e = 0; e < 8 && first + e < uint32_t(VOCAB); ++e) {
+        to[e] = from[e];
+      }
+    }
+  }
+}
+
+}  // namespace muser
