@@ -86,6 +86,7 @@ def main() -> None:
     p.add_argument("--mma-rows", type=int, default=512, help="time kernels/mma.h up to this many rows")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--no-formats", action="store_true", help="skip the every-format run")
+    p.add_argument("--format-rows", type=int, default=512, help="rows of x in the every-format run")
     p.add_argument("--no-baselines", action="store_true", help="skip MLX's float16 and 4-bit matmuls")
     p.add_argument("--stem", default="prefill", help="result file name, before _gpu / _cpu")
     args = p.parse_args()

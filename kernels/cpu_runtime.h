@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -14,20 +15,18 @@ namespace muser_cpu {
 
 enum { warp_lanes = 32 };
 
-// One warp: a slot per lane and a barrier. A lane that waits 10 s marks the warp diverged (its
-// lanes disagree on how many sums they take) and releases everyone, so a bug fails, not hangs.
-struct Warp {
+// A barrier of `size` threads. A thread that waits 10 s marks it diverged (its threads disagree
+// on how many barriers they reach) and releases everyone, so a bug fails, not hangs.
+struct Barrier {
   std::mutex mutex;
   std::condition_variable cv;
-  float slots[warp_lanes];
-  uint32_t fragments[warp_lanes][6];  // warp_mma: each lane's a[4], b[2]
   uint32_t arrived = 0, generation = 0;
   bool diverged = false;
 
-  void barrier() {
+  void wait(uint32_t size) {
     std::unique_lock<std::mutex> lock(mutex);
     uint32_t gen = generation;
-    if (++arrived == warp_lanes) {
+    if (++arrived == size) {
       arrived = 0;
       ++generation;
       cv.notify_all();
@@ -38,11 +37,33 @@ struct Warp {
   }
 };
 
+// One warp: a slot per lane and a barrier.
+struct Warp {
+  Barrier sync;
+  float slots[warp_lanes];
+  uint32_t fragments[warp_lanes][6];     // warp_mma: each lane's a[4], b[2]
+  const uint8_t* addresses[warp_lanes];  // ldmatrix4: each lane's row address
+
+  void barrier() { sync.wait(warp_lanes); }
+};
+
+// One threadgroup (kernels/tile_mma.h): its threads' barrier and dynamic shared memory.
+struct Group {
+  Barrier sync;
+  uint32_t size;
+  std::unique_ptr<uint64_t[]> words;  // 8-byte units of the shared bytes, 16-byte aligned by new
+
+  Group(uint32_t threads, uint32_t shared_bytes) : size(threads), words(new uint64_t[shared_bytes / 8 + 2]()) {}
+  uint8_t* shared() { return reinterpret_cast<uint8_t*>(words.get()); }
+  void barrier() { sync.wait(size); }
+};
+
 struct Lane {
   Warp* warp;
   uint32_t index;
+  Group* group;  // run_groups' threads
 };
-inline thread_local Lane lane = {nullptr, 0};
+inline thread_local Lane lane = {nullptr, 0, nullptr};
 
 // Every lane gets the same sum, taken in lane order.
 inline float warp_sum(float v) {
@@ -81,6 +102,19 @@ inline void warp_mma(const uint32_t* a, const uint32_t* b, float* d, ToFloat to_
   w.barrier();
 }
 
+// Four 8 x 8 matrices of 16-bit values, PTX ldmatrix .x4 (lanes_cuda.h: muser_ldmatrix4): lane l
+// gives p, row l % 8 of matrix l / 8; lane (g, t) gets values 2t, 2t+1 of row g of matrix q in r[q].
+inline void warp_ldmatrix4(const uint8_t* p, uint32_t* r) {
+  Warp& w = *lane.warp;
+  w.addresses[lane.index] = p;
+  w.barrier();
+  const uint32_t g = lane.index / 4, t = lane.index % 4;
+  for (int q = 0; q < 4; ++q) {
+    std::memcpy(&r[q], w.addresses[8 * q + g] + 4 * t, 4);
+  }
+  w.barrier();
+}
+
 // kernel(t) for t < thread_count (a multiple of 32), each warp of 32 consecutive t concurrently.
 // Returns false if a warp diverged.
 template <typename Kernel>
@@ -100,7 +134,36 @@ bool run_warps(uint32_t thread_count, Kernel kernel) {
     thread.join();
   }
   for (auto& w : warps) {
-    if (w->diverged) return false;
+    if (w->sync.diverged) return false;
+  }
+  return true;
+}
+
+// kernel(group, thread) for each of `groups` threadgroups in turn, its `threads` threads (a
+// multiple of 32) concurrently, in warps of 32 consecutive threads, with `shared_bytes` of zeroed
+// shared memory. Returns false if a warp or a threadgroup diverged.
+template <typename Kernel>
+bool run_groups(uint32_t groups, uint32_t threads, uint32_t shared_bytes, Kernel kernel) {
+  for (uint32_t g = 0; g < groups; ++g) {
+    Group group(threads, shared_bytes);
+    std::vector<std::unique_ptr<Warp>> warps;
+    for (uint32_t w = 0; w < threads / warp_lanes; ++w) {
+      warps.emplace_back(new Warp());
+    }
+    std::vector<std::thread> running;
+    for (uint32_t t = 0; t < threads; ++t) {
+      running.emplace_back([&, t] {
+        lane = {warps[t / warp_lanes].get(), t % warp_lanes, &group};
+        kernel(g, t);
+      });
+    }
+    for (auto& thread : running) {
+      thread.join();
+    }
+    if (group.sync.diverged) return false;
+    for (auto& w : warps) {
+      if (w->sync.diverged) return false;
+    }
   }
   return true;
 }

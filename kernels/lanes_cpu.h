@@ -33,3 +33,24 @@ template <typename H>
 inline void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const H* tag) {
   muser_cpu::warp_mma(a, b, d, [&](uint16_t bits) { return muser_from_bits(bits, tag); });
 }
+
+// The tiled matrix multiply (kernels/tile_mma.h), as lanes_cuda.h's: the threadgroup's shared
+// bytes and barrier (cpu_runtime.h: run_groups), the asynchronous copy done at once (its zeros
+// included), ldmatrix by muser_cpu::warp_ldmatrix4.
+inline uint8_t* muser_dynamic_shared() { return muser_cpu::lane.group->shared(); }
+inline void muser_copy16_async(uint8_t* dst, const uint8_t* src, uint32_t have) {
+  std::memcpy(dst, src, have);
+  std::memset(dst + have, 0, 16 - have);
+}
+inline void muser_copy_commit() {}
+template <int PENDING>
+inline void muser_copy_wait() {}
+inline void muser_group_barrier() { muser_cpu::lane.group->barrier(); }
+template <typename P>
+inline void muser_store4(P* p, const uint32_t* w) {
+  std::memcpy(p, w, 16);
+}
+template <typename H>
+inline void muser_ldmatrix4(const H* p, uint32_t* r) {
+  muser_cpu::warp_ldmatrix4(reinterpret_cast<const uint8_t*>(p), r);
+}

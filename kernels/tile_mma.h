@@ -44,16 +44,12 @@ MUSER_FN uint32_t tile_at(uint32_t q, uint32_t k) { return q * tile_k + ((k / 8)
 // output tile of rows of tile_rows values.
 MUSER_FN uint32_t out_at(uint32_t m, uint32_t r) { return m * tile_rows + ((r / 8) ^ (m % 8)) * 8 + r % 8; }
 
-// Eight H values as the 16 bytes of w.
+// Eight floats as H, rounded to nearest even, in the 16 bytes of w.
 template <typename H>
 MUSER_FN void pack_h(const float* v, uint32_t* w) {
-  H h[8];
-  for (int k = 0; k < 8; ++k) {
-    h[k] = static_cast<H>(v[k]);
-  }
   for (int k = 0; k < 4; ++k) {
-    w[k] = uint32_t(reinterpret_cast<const uint16_t*>(h)[2 * k]) |
-           uint32_t(reinterpret_cast<const uint16_t*>(h)[2 * k + 1]) << 16;
+    const H lo = static_cast<H>(v[2 * k]), hi = static_cast<H>(v[2 * k + 1]);
+    w[k] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
   }
 }
 
@@ -133,7 +129,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       if (m0 + m < n) {
         const H* p = x + uint64_t(m0 + m) * DIMS + s * tile_k + k;
         if (x_aligned) {
-          muser_load_words<4>(p, xw[c]);
+          muser_load_words<4>(reinterpret_cast<const uint8_t*>(p), xw[c]);
         } else {
           for (int e = 0; e < 4; ++e) {
             xw[c][e] = uint32_t(reinterpret_cast<const uint16_t*>(p)[2 * e]) |
@@ -232,7 +228,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     OutP to = out + uint64_t(m0 + m) * VOCAB + first;
     if (VOCAB % 8 == 0) {  // rows of out 16-byte aligned, and every chunk whole
       uint32_t w[4];
-      muser_load_words<4>(from, w);
+      muser_load_words<4>(reinterpret_cast<const uint8_t*>(from), w);
       muser_store4(to, w);
     } else {
       for (uint32_t e = 0; e < 8 && first + e < uint32_t(VOCAB); ++e) {

@@ -1,14 +1,15 @@
 """Compile the package's kernel source with the host C++ compiler and run it over every thread.
 
-Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot and
-mma, which only CUDA registers, in the CPU dialect alone):
+Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot, mma
+and tile_mma, which only CUDA registers, in the CPU dialect alone):
 - ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + lanes_cpu.h + every block decoder
   (format_*.h) + the kernel's template, the shared source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
   generates from the package's registration (captured from MLX itself), compiled against a
   Metal-language shim that runs it (metal_on_cpu/; tests/metal_check.py checks the same source
   as Metal's compiler would: address spaces, no standard library).
-Warps (matvec's cross-lane sums) run as 32 concurrent threads (kernels/cpu_runtime.h).
+Warps (matvec's cross-lane sums) run as 32 concurrent threads, tile_mma's threadgroups as 256
+(kernels/cpu_runtime.h).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from muser_mlx.backends.head import (
     matvec_launch,
     mma_launch,
     mma_operands,
+    tile_mma_launch,
     x_planes,
     x_run_words,
 )
@@ -319,3 +321,36 @@ def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
     )
     assert ok == 1, "a warp's lanes diverged: they did not all reach the same muser_mma calls"
     return _result(out[: x.shape[0]], x.dtype)
+
+
+# ---- tile_mma: the tiled matrix multiply, a threadgroup of 256 threads at a time
+
+_TILE_MMA_RUN = """
+extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint32_t groups, uint32_t threads,
+                   uint32_t shared) {{
+  return muser_cpu::run_groups(groups, threads, shared, [&](uint32_t group, uint32_t t) {{ {call}; }}) ? 1 : 0;
+}}
+"""
+
+
+def cpu_tile_mma(table, x: mx.array) -> mx.array:
+    """kernels/tile_mma.h through prelude_cpu.h for float16 or bfloat16 x ``[..., dims]``, as
+    backends/head.py launches it (tile_mma_launch)."""
+    launch = tile_mma_launch(table, x)
+    h_type = C_TYPES[x.dtype][0]
+    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "CHUNK", "RAW", "SHARED")
+    call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, n, ({h_type}*)out, group, t)"
+    lib = _cpu_lib("tile_mma.h", _TILE_MMA_RUN.format(call=call))
+    out = np.empty(launch.output_shape, C_TYPES[x.dtype][1])
+    threads = launch.threadgroup[0]
+    ok = lib.run(
+        _ptr(_host(table.data)),
+        _ptr(_host(x)),
+        ctypes.c_uint32(x.size // x.shape[-1]),
+        _ptr(out),
+        ctypes.c_uint32(launch.grid[0] // threads),
+        ctypes.c_uint32(threads),
+        ctypes.c_uint32(launch.shared_bytes),
+    )
+    assert ok == 1, "a threadgroup's threads diverged: they did not all reach the same barriers"
+    return _result(out, x.dtype)

@@ -25,7 +25,7 @@ from muser_mlx.backends import _GPU_BACKEND, head, tuning
 from muser_mlx.backends.head import bytedot_launch, mma_operands, x_planes
 
 from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit
-from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_x_runs, metal_matvec
+from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x_runs, metal_matvec
 
 ALL_QTYPES = tuple(sorted(FORMATS))
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
@@ -296,6 +296,26 @@ def test_every_format_on_every_head_path(capfd, qtype):
                 heads += [cpu_bytedot(table, x, warps=2), cpu_mma(table, x, warps=1)]
             for out in heads:
                 assert_close(out, x, W)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0", "IQ2_XXS", "MXFP4", "F32"])
+def test_cpu_tile_mma_kernel(qtype):
+    """kernels/tile_mma.h, CPU dialect (threadgroups of 256 threads; ldmatrix and the matrix unit
+    emulated with PTX's fragment layouts): a table of two tiles of 128 rows, the last short and its
+    length off a multiple of 8, and 16-byte stores on a vocab of a multiple of 8; each XROWS with
+    partial x tiles; a raw chunk split by the end of a row (Q8_0: dims 320 are a chunk and a
+    half); x off a 16-byte boundary."""
+    rng = np.random.default_rng(11)
+    dims = 320 if qtype == "Q8_0" else 256
+    for vocab in (133, 136):
+        data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
+        table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
+        for dtype, n in ((mx.float16, 40), (mx.bfloat16, 70)):
+            x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
+            assert_close(cpu_tile_mma(table, x), x, W)
+    flat = mx.array(rng.standard_normal(3 * dims + 1).astype(np.float32)).astype(mx.float16)
+    x = flat[1:].reshape(1, 3, dims)
+    assert_close(cpu_tile_mma(table, x), x, W)
 
 
 def test_which_head_kernel(monkeypatch):
