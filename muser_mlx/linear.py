@@ -2,7 +2,8 @@
 
 Which kernel computes them, for how many rows of x of which dtype, is
 :func:`muser_mlx.backends.head.choose`'s decision: streamed kernels for few rows on a GPU (the
-table read once per pass, no float copy of it), the tiled matmul otherwise.
+table read once per pass, no float copy of it), on CUDA a tiled matrix multiply through shared
+memory for some more rows of 16-bit x, the tiled matmul otherwise.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
 
     Lazy, and traceable by ``mx.compile``. The output dtype is x's dtype (as for
     ``mlx.nn.QuantizedEmbedding.as_linear``); the dot products accumulate in float32 from the
-    exact dequantized values on the streamed path, and in MLX's matmul of x's dtype on the tiled
-    path (so float16/bfloat16 x sees the weights rounded to its dtype there).
+    exact dequantized values on the streamed path, and from the weights rounded to x's dtype on
+    the tiled matrix multiply (float16/bfloat16 x only) and in MLX's matmul of x's dtype on the
+    tiled path (so float16/bfloat16 x sees the weights rounded to its dtype there).
 
     Args:
         table (Table): the quantized table, ``vocab`` rows of width ``dims``.
