@@ -115,10 +115,10 @@ inline void warp_ldmatrix4(const uint8_t* p, uint32_t* r) {
   w.barrier();
 }
 
-// kernel(t) for t < thread_count (a multiple of 32), each warp of 32 consecutive t concurrently.
-// Returns false if a warp diverged.
+// What run_warps and run_groups share: thread_count threads in warps of 32, each thread's lane in
+// its warp and in threadgroup `group` (nullptr: none); false if a warp diverged.
 template <typename Kernel>
-bool run_warps(uint32_t thread_count, Kernel kernel) {
+bool run_threads(uint32_t thread_count, Group* group, Kernel kernel) {
   std::vector<std::unique_ptr<Warp>> warps;
   for (uint32_t w = 0; w < thread_count / warp_lanes; ++w) {
     warps.emplace_back(new Warp());
@@ -126,7 +126,7 @@ bool run_warps(uint32_t thread_count, Kernel kernel) {
   std::vector<std::thread> threads;
   for (uint32_t t = 0; t < thread_count; ++t) {
     threads.emplace_back([&, t] {
-      lane = {warps[t / warp_lanes].get(), t % warp_lanes};
+      lane = {warps[t / warp_lanes].get(), t % warp_lanes, group};
       kernel(t);
     });
   }
@@ -139,31 +139,21 @@ bool run_warps(uint32_t thread_count, Kernel kernel) {
   return true;
 }
 
+// kernel(t) for t < thread_count (a multiple of 32), each warp of 32 consecutive t concurrently.
+// Returns false if a warp diverged.
+template <typename Kernel>
+bool run_warps(uint32_t thread_count, Kernel kernel) {
+  return run_threads(thread_count, nullptr, kernel);
+}
+
 // kernel(group, thread) for each of `groups` threadgroups in turn, its `threads` threads (a
-// multiple of 32) concurrently, in warps of 32 consecutive threads, with `shared_bytes` of zeroed
-// shared memory. Returns false if a warp or a threadgroup diverged.
+// multiple of 32) concurrently, with `shared_bytes` of zeroed shared memory. Returns false if a
+// warp or a threadgroup diverged.
 template <typename Kernel>
 bool run_groups(uint32_t groups, uint32_t threads, uint32_t shared_bytes, Kernel kernel) {
   for (uint32_t g = 0; g < groups; ++g) {
     Group group(threads, shared_bytes);
-    std::vector<std::unique_ptr<Warp>> warps;
-    for (uint32_t w = 0; w < threads / warp_lanes; ++w) {
-      warps.emplace_back(new Warp());
-    }
-    std::vector<std::thread> running;
-    for (uint32_t t = 0; t < threads; ++t) {
-      running.emplace_back([&, t] {
-        lane = {warps[t / warp_lanes].get(), t % warp_lanes, &group};
-        kernel(g, t);
-      });
-    }
-    for (auto& thread : running) {
-      thread.join();
-    }
-    if (group.sync.diverged) return false;
-    for (auto& w : warps) {
-      if (w->sync.diverged) return false;
-    }
+    if (!run_threads(threads, &group, [&](uint32_t t) { kernel(g, t); }) || group.sync.diverged) return false;
   }
   return true;
 }
