@@ -6,14 +6,18 @@
 // A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
 // r0 .. by XROWS (64 or 128) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
 // b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
-// Per step of tile_k (32) values every thread decodes 16 values of one table row (decode<F, 16>:
-// the gather's float32 values, rounded to H as the gather into H rounds them, so the products are
-// those of the tiled path's matmul) and loads its share of x's XROWS x 32 values, into the
-// shared buffer the step after reads; warp w multiplies table rows 32 (w % 4) .. + 31 by x rows
-// XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16 m16n8k16 multiplies (muser_mma,
-// float32 accumulation) per 16 values, their fragments read by muser_ldmatrix4. One barrier per
-// step: a buffer is written a step after the one that read it finished. The sums go out through
-// shared memory as H, 16 bytes per store along a row of out.
+// The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
+// format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
+// byte at its table address's offset mod 16, so the decoders' loads keep the widths the table's
+// alignment gives them. Per step of tile_k (32) values every thread decodes 16 values of one row
+// from there (decode<F, 16>: the gather's float32 values, rounded to H as the gather into H rounds
+// them, so the products are those of the tiled path's matmul) and loads its share of x's XROWS x
+// 32 values, into the value buffers the step after reads; warp w multiplies table rows 32 (w % 4)
+// .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffers before, 2 x XROWS / 16 m16n8k16
+// multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
+// muser_ldmatrix4. One barrier per step (and one per chunk, for its copies): a buffer is written a
+// step (a chunk) after the one that read it finished. The sums go out through shared memory as
+// H, 16 bytes per store along a row of out.
 // Shared tiles hold rows of 32 values (64 bytes, four 16-byte chunks); chunk c of row q lies at
 // chunk c ^ (q / 2 % 4) (tile_at), so the 8 rows one muser_ldmatrix4 matrix reads, and the rows the
 // decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
@@ -28,7 +32,7 @@
 
 namespace muser {
 
-enum { tile_rows = 128, tile_k = 32, tile_threads = 256, tile_warps = tile_threads / 32 };
+enum { tile_rows = 128, tile_k = 32, tile_threads = 256 };
 
 template <typename P>
 struct pointee;
@@ -76,7 +80,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   uint8_t* raw = muser_dynamic_shared();  // [2][tile_rows][RAW] bytes, then the value buffers
   H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
   H* b_tiles = a_tiles + 2 * A_VALUES;                           // [2][XROWS][tile_k]
-  H* shared = a_tiles;                                           // the output tile, at the end
+  H* out_tile = a_tiles;                                         // [XROWS][tile_rows], at the end
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
   const uint32_t x_tiles = (n + XROWS - 1) / XROWS;
@@ -214,7 +218,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < NT; ++j) {
       for (int e = 0; e < 4; ++e) {
-        shared[out_at(wm + 8 * j + 2 * t + e % 2, wr + 16 * i + g + 8 * (e / 2))] = static_cast<H>(acc[i][j][e]);
+        out_tile[out_at(wm + 8 * j + 2 * t + e % 2, wr + 16 * i + g + 8 * (e / 2))] = static_cast<H>(acc[i][j][e]);
       }
     }
   }
@@ -224,7 +228,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     if (m0 + m >= n || first >= uint32_t(VOCAB)) {
       continue;
     }
-    const H* from = shared + out_at(m, 8 * c);
+    const H* from = out_tile + out_at(m, 8 * c);
     OutP to = out + uint64_t(m0 + m) * VOCAB + first;
     if (VOCAB % 8 == 0) {  // rows of out 16-byte aligned, and every chunk whole
       uint32_t w[4];
