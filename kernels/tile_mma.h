@@ -26,7 +26,7 @@
 // nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma; from the prelude:
-// muser_load_words.
+// muser_load_words, muser_load_words_at2.
 #pragma once
 #include "formats.h"
 
@@ -131,14 +131,11 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
         xw[c][e] = 0u;
       }
       if (m0 + m < n) {
-        const H* p = x + uint64_t(m0 + m) * DIMS + s * tile_k + k;
+        const uint8_t* p = reinterpret_cast<const uint8_t*>(x + uint64_t(m0 + m) * DIMS + s * tile_k + k);
         if (x_aligned) {
-          muser_load_words<4>(reinterpret_cast<const uint8_t*>(p), xw[c]);
-        } else {
-          for (int e = 0; e < 4; ++e) {
-            xw[c][e] = uint32_t(reinterpret_cast<const uint16_t*>(p)[2 * e]) |
-                       uint32_t(reinterpret_cast<const uint16_t*>(p)[2 * e + 1]) << 16;
-          }
+          muser_load_words<4>(p, xw[c]);
+        } else {  // every thread's x at the same alignment: UNIFORM
+          muser_load_words_at2<4, true>(p, xw[c]);
         }
       }
     }

@@ -333,10 +333,14 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def cpu_tile_mma(table, x: mx.array) -> mx.array:
+def cpu_tile_mma(table, x: mx.array, offset: int = 0) -> mx.array:
     """kernels/tile_mma.h through prelude_cpu.h for float16 or bfloat16 x ``[..., dims]``, as
-    backends/head.py launches it (tile_mma_launch)."""
+    backends/head.py launches it (tile_mma_launch); x's values ``offset`` values into an aligned
+    buffer (1: off a 16-byte boundary, as a view of MLX's can be)."""
     launch = tile_mma_launch(table, x)
+    x_host = _host(x).reshape(-1)
+    buffer = np.zeros(x_host.size + offset, x_host.dtype)
+    buffer[offset:] = x_host
     h_type = C_TYPES[x.dtype][0]
     args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "CHUNK", "RAW", "SHARED")
     call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, n, ({h_type}*)out, group, t)"
@@ -345,7 +349,7 @@ def cpu_tile_mma(table, x: mx.array) -> mx.array:
     threads = launch.threadgroup[0]
     ok = lib.run(
         _ptr(_host(table.data)),
-        _ptr(_host(x)),
+        ctypes.c_void_p(buffer.ctypes.data + offset * buffer.itemsize),
         ctypes.c_uint32(x.size // x.shape[-1]),
         _ptr(out),
         ctypes.c_uint32(launch.grid[0] // threads),

@@ -44,6 +44,7 @@ FLOAT32_PARTS = 3  # bfloat16 terms of float32 x on the matrix units (kernels/mm
 RUN = 16  # values of x per run record (kernels/xruns.h)
 TILE_ROWS, TILE_K, TILE_THREADS = 128, 32, 256  # kernels/tile_mma.h: tile_rows, tile_k, tile_threads
 TILE_MIN_SHARED = 48 << 10  # bytes
+TILE_MMA_DTYPES = (mx.float16, mx.bfloat16)  # x of kernels/tile_mma.h: its multiplies' 16-bit types
 
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
@@ -72,7 +73,7 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype) -> bool:
     rows within tuning's range, dims in whole steps of TILE_K values, and a grid of at most
     MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
     return (
-        dtype in (mx.float16, mx.bfloat16)
+        dtype in TILE_MMA_DTYPES
         and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.TILE_MMA_MAX_ROWS
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // tuning.tile_mma_xrows(rows)) * TILE_THREADS <= MAX_THREADS
@@ -284,7 +285,7 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
 def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/tile_mma.h (matrix units; any format, float16 or bfloat16 x)."""
     device = _device(table, x, backend, "tile_mma")
-    if device.tile_mma_kernel is None or x.dtype not in (mx.float16, mx.bfloat16) or table.dims % TILE_K:
+    if device.tile_mma_kernel is None or x.dtype not in TILE_MMA_DTYPES or table.dims % TILE_K:
         raise ValueError(
             f"tile_mma needs a backend with warp matrix multiplies, float16 or bfloat16 x and dims in steps "
             f"of {TILE_K}, got {backend!r}, {x.dtype}, {table!r}"

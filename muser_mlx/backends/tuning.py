@@ -105,10 +105,15 @@ def gather_values(dims: int) -> int:
     return next(v for v in GATHER_VALUES if dims % v == 0)
 
 
+def _holding(sizes: tuple[int, ...], n: int) -> int:
+    """The first of ``sizes`` (ascending) that holds ``n`` rows, else the last."""
+    return next(r for r in sizes if n <= r or r == sizes[-1])
+
+
 def pass_rows(n: int) -> int:
     """Rows of x per pass over the table of the streamed kernels (ROWS) for ``n`` rows: the
     first of MATVEC_ROWS that holds them, else the last."""
-    return next(r for r in MATVEC_ROWS if n <= r or r == MATVEC_ROWS[-1])
+    return _holding(MATVEC_ROWS, n)
 
 
 def matvec_layout(n: int, dims: int, vocab: int) -> tuple[int, int, int]:
@@ -128,7 +133,7 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
 
 def tile_mma_xrows(n: int) -> int:
     """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows."""
-    return next(r for r in TILE_MMA_XROWS if n <= r or r == TILE_MMA_XROWS[-1])
+    return _holding(TILE_MMA_XROWS, n)
 
 
 def mma_layout(n: int) -> tuple[int, int]:
