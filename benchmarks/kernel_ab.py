@@ -3,13 +3,16 @@ alternating in one process (so both see the same machine state), queued timings 
 Glimmer's shape (dims 6,656, vocab 202,048) against the copy bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against main --formats Q4_K Q6_K Q8_0 BF16 --heads
+    python benchmarks/kernel_ab.py --against main --whole --formats --head-formats Q4_K IQ2_XXS --head-rows 1 16
 
 Each round compiles the kernels from a folder holding the revision's prelude_cuda.h, formats.h
-and format_*.h block decoders beside this tree's kernel templates (tuning.fixed(KERNEL_SOURCES=
-...), the package's one seam for it), checks that both give the same output, and times queued
-calls (common.queued_seconds): lookups of 4,096 and 32,768 ids per format, and with --heads the
-LM heads of Q4_K (bytedot at 1 row of float16 x, mma at 16) and of F16 (matvec at 1 row), each
-against the table bytes it streams. (Python code is not compared: benchmarks/tree_ab.py does.)
+and format_*.h block decoders beside this tree's kernel templates (with --whole, the revision's
+whole kernels/ folder; tuning.fixed(KERNEL_SOURCES=...), the package's one seam for it), checks
+that both give the same output, and times queued calls (common.queued_seconds): lookups of 4,096
+and 32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x,
+mma at 16) and of F16 (matvec at 1 row), with --head-formats those formats' heads at --head-rows
+rows of float16 x (the kernel backends.head.choose picks), each against the table bytes it
+streams. (Python code is not compared: benchmarks/tree_ab.py does.)
 """
 
 from __future__ import annotations
@@ -41,28 +44,33 @@ def source_at(revision: str, name: str) -> str:
     ).stdout
 
 
-def variants(revision: str) -> dict[str, Path]:
-    """{"new" | "old": folder of kernel files}: the old folder is this tree's files with the
-    revision's REVISED ones (prelude and decoders) in their place. The kernels' names carry a
-    digest of their text, so the two never share an MLX kernel."""
-    old = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
-    for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
-        text = source_at(revision, path.name) if REVISED.fullmatch(path.name) else path.read_text()
-        (old / path.name).write_text(text)
-    return {"new": tuning.KERNEL_SOURCES, "old": old}
+def variants(revisions: list[str], whole: bool) -> dict[str, Path]:
+    """{"new" | revision: folder of kernel files}: a revision's folder is this tree's files with
+    the revision's REVISED ones (prelude and decoders), or all of them (``whole``), in their place.
+    The kernels' names carry a digest of their text, so no two share an MLX kernel."""
+    folders = {"new": tuning.KERNEL_SOURCES}
+    for revision in revisions:
+        old = folders[revision] = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
+        for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
+            text = source_at(revision, path.name) if whole or REVISED.fullmatch(path.name) else path.read_text()
+            (old / path.name).write_text(text)
+    return folders
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--against", required=True, help="git revision (or folder) of the other kernel source")
-    p.add_argument("--formats", nargs="+", default=["Q4_K", "Q6_K", "Q8_0", "BF16"])
+    p.add_argument("--against", required=True, nargs="+", help="git revisions (or folders) of the other kernel sources")
+    p.add_argument("--formats", nargs="*", default=["Q4_K", "Q6_K", "Q8_0", "BF16"], help="gathers")
+    p.add_argument("--whole", action="store_true", help="the revision's every kernel file, not its decoders alone")
     p.add_argument("--heads", action="store_true", help="also the LM heads (HEADS)")
+    p.add_argument("--head-formats", nargs="*", default=[], help="the heads of these formats")
+    p.add_argument("--head-rows", nargs="+", type=int, default=[1], help="rows of x for --head-formats")
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
     copy = copy_bandwidth()
     print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
-    both = variants(args.against)
+    both = variants(args.against, args.whole)
 
     def rounds(label: str, make_call, probe: tuple, sizes: list[tuple[str, object, int]]) -> None:
         """``sizes``: (label, make_args, bytes moved per call); ``make_call()`` after each switch."""
@@ -84,8 +92,14 @@ def main() -> None:
         mx.eval(table.data)
         sizes = [(f"n={n}", fresh_ids(vocab, n), n * (table.row_bytes + 4 * dims)) for n in (4096, 32768)]
         rounds(f"gather {qtype}", lambda table=table: Embedding.from_table(table), (mx.arange(0, vocab, 997),), sizes)
-    for qtype, kernel, rows in HEADS if args.heads else ():
+    heads = list(HEADS if args.heads else ())
+    for qtype in args.head_formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
+        heads += [(table, head.choose(table, rows, mx.float16, "cuda"), rows) for rows in args.head_rows]
+    for table, kernel, rows in heads:
+        if isinstance(table, str):
+            table = Table.from_bytes(random_q_bytes(table, vocab, dims), table, dims)
+        qtype = table.qtype
         mx.eval(table.data)
 
         def make_args(i, rows=rows):

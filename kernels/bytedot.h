@@ -22,7 +22,7 @@ namespace muser {
 
 // A run's term of the logit: levels = 16 level bytes (4 words) with their Affine, against x's
 // run record r (xruns.h).
-template <int PLANES, int ZERO>
+template <int PLANES, int ZERO, bool OFFSETS>
 MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCAL const uint32_t* r) {
   typedef XRunRecord<PLANES> R;
   int s[PLANES];  // sum((byte - ZERO) * byte p of X), exact
@@ -34,7 +34,8 @@ MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCA
     }
   }
   const float dot = PLANES == 2 ? float(s[0] + 256 * s[1]) : float(s[PLANES - 1]) * 65536.0f + float(s[0] + 256 * s[1]);
-  return muser_f32_bits_to_float(r[R::unit]) * (a.scale * dot - a.offset * muser_f32_bits_to_float(r[R::sum]));
+  const float term = OFFSETS ? a.scale * dot - a.offset * muser_f32_bits_to_float(r[R::sum]) : a.scale * dot;
+  return muser_f32_bits_to_float(r[R::unit]) * term;
 }
 
 // dims a multiple of 32 * RUNS (whole units of RUNS runs).
@@ -72,7 +73,7 @@ struct ByteLanes {
           }
           for (int m = 0; m < ROWS; ++m) {
             for (int d = 0; d < C; ++d) {
-              acc[v][m] += run_term<PLANES, F::zero>(levels + 4 * d, a[F::decodes_runs ? d : 0], r[m][q + d]);
+              acc[v][m] += run_term<PLANES, F::zero, F::offsets>(levels + 4 * d, a[F::decodes_runs ? d : 0], r[m][q + d]);
             }
           }
         }

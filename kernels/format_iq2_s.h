@@ -12,7 +12,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ2_S> : ByteLevels<Format<ggml::IQ2_S>> {
   enum { block_values = 256, block_bytes = 82, affine_values = 16, level_bits = 7, zero = iq2s_grid_largest };
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2s_grid); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2s_grid); SignMasks<false>::share(); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
@@ -20,7 +20,7 @@ struct Format<ggml::IQ2_S> : ByteLevels<Format<ggml::IQ2_S>> {
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t g = group_of<N>(j, c), k = in_group<N>(j, c);
       const uint32_t entry = uint32_t(block[2 + g]) | ((uint32_t(block[66 + g / 4]) >> (2 * (g % 4))) & 3u) << 8;
-      w[c] = signed_word<N>(MUSER_GRID(iq2s_grid)[2 * entry + k / 4], block[34 + g], k, zero);
+      w[c] = signed_word<N>(MUSER_GRID(iq2s_grid)[2 * entry + k / 4], SignMasks<false>::mask(block[34 + g], k / 4), k, zero);
     }
     const uint32_t scale = (uint32_t(block[74 + j / 32]) >> (4 * (j / 16 % 2))) & 15u;
     return Affine{f16_at(block) * level(scale, -0.5f) * 0.25f, 0.0f};

@@ -13,17 +13,19 @@ namespace muser {
 template <>
 struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
   enum { block_values = 256, block_bytes = 110, affine_values = 32, level_bits = 5, zero = iq3s_grid_largest };
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3s_grid); }
+  enum { run_pair = 16 };  // values j .. j + 31 share a scale: one decode (bytedot.h)
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3s_grid); SignMasks<false>::share(); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % 256;
-    uint32_t low[1];  // the entries' low 8 bits
+    uint32_t low[(N + 15) / 16];  // the entries' low 8 bits
     bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, low);
     const uint32_t high = uint32_t(block[66 + j / 32]) >> (j / 4 % 8);  // bit c: entry j / 4 + c's bit 8
     for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
-      const uint32_t entry = ((low[0] >> (8 * c)) & 255u) | ((high >> c) & 1u) << 8;
-      w[c] = signed_word<N>(MUSER_GRID(iq3s_grid)[entry], block[74 + group_of<N>(j, c)], in_group<N>(j, c), zero);
+      const uint32_t entry = ((low[c / 4] >> (8 * (c % 4))) & 255u) | ((high >> c) & 1u) << 8;
+      const uint32_t k = in_group<N>(j, c);
+      w[c] = signed_word<N>(MUSER_GRID(iq3s_grid)[entry], SignMasks<false>::mask(block[74 + group_of<N>(j, c)], k / 4), k, zero);
     }
     const uint32_t scale = (uint32_t(block[106 + j / 64]) >> (4 * (j / 32 % 2))) & 15u;
     return Affine{f16_at(block) * level(2 * scale + 1, 0.0f), 0.0f};

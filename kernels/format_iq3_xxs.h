@@ -13,17 +13,18 @@ namespace muser {
 template <>
 struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
   enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3xxs_grid); }
+  enum { run_pair = 16 };  // values j .. j + 31 share a sub-block's signs and scale: one decode (bytedot.h)
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3xxs_grid); SignMasks<true>::share(); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % 256;
-    uint32_t entries[1], aux[1];  // the entries' bytes; sub-block j / 32's sign indices and scale
+    uint32_t entries[(N + 15) / 16], aux[1];  // the entries' bytes; sub-block j / 32's sign indices and scale
     bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, entries);
     bytes_at<4, 2, UNIFORM>(block + 66 + 4 * (j / 32), aux);
     for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
-      const uint32_t signs = ksigns((aux[0] >> (7 * (group_of<N>(j, c) % 4))) & 127u);
-      w[c] = signed_word<N>(MUSER_GRID(iq3xxs_grid)[(entries[0] >> (8 * c)) & 255u], signs, in_group<N>(j, c), zero);
+      const uint32_t k = in_group<N>(j, c), minus = SignMasks<true>::mask((aux[0] >> (7 * (group_of<N>(j, c) % 4))) & 127u, k / 4);
+      w[c] = signed_word<N>(MUSER_GRID(iq3xxs_grid)[(entries[c / 4] >> (8 * (c % 4))) & 255u], minus, k, zero);
     }
     return Affine{f16_at(block) * level(aux[0] >> 28, -0.5f) * 0.5f, 0.0f};
   }

@@ -5,21 +5,43 @@
 
 namespace muser {
 
-// zero + g, or zero - g where bit k + b of signs is set, for the bytes g (b = 0..3) of values
-// k .. k + 3 of a group, whose grid word is `grid` (value k in byte k % 4). The multiply puts sign
-// bit b at bit 8b (its copies 0, 7, 14 and 21 bits up do not overlap), * 255 fills the byte; no
-// byte's sum or difference crosses into the next.
-template <int N>
-MUSER_FN uint32_t signed_word(uint32_t grid, uint32_t signs, uint32_t k, uint32_t zero) {
-  const uint32_t g = grid >> (N >= 4 ? 0 : 8 * (k % 4));
-  const uint32_t minus = ((((signs >> k) & 15u) * 0x00204081u) & 0x01010101u) * 255u;
-  return 0x01010101u * zero + g - ((g << 1) & minus);
-}
-
 // ksigns_iq2xs (gguf-py's IQ2_XXS.ksigns): a group's 8 sign bits from a 7-bit index, bit 7 the
 // index's parity (an even count of minus signs per group; 0x6996: the parities of 0..15).
 MUSER_FN uint32_t ksigns(uint32_t index) {
   return index | ((0x6996u >> ((index ^ (index >> 4)) & 15u)) & 1u) << 7;
+}
+
+// Word h of a group's sign masks (byte b: 0xFF where value 4h + b is minus) from its code, the
+// sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index. The multiply puts sign bit b
+// at bit 8b (its copies 0, 7, 14 and 21 bits up do not overlap), * 255 fills the byte.
+template <bool KSIGNS>
+struct SignMasks {
+  enum { codes = KSIGNS ? 128 : 256 };
+  static MUSER_FN uint32_t of(uint32_t code, uint32_t h) {
+    const uint32_t signs = KSIGNS ? ksigns(code) : code;
+    return ((((signs >> (4 * h)) & 15u) * 0x00204081u) & 0x01010101u) * 255u;
+  }
+  static MUSER_FN uint32_t word(uint32_t i) { return of(i / 2, i % 2); }  // the shared table's word i
+#ifdef MUSER_SHARED_GRIDS
+  // A head kernel's threadgroup fills a table of every code's two words with the grid
+  // (format_iq_grid.h): one 8-byte load per group in place of about 12 instructions.
+  static MUSER_FN uint32_t* table() { return muser_shared_words<2 * codes, 1>(); }
+  static MUSER_FN void share() { muser_fill_words<SignMasks>(table(), 2 * codes); }
+  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) { return table()[2 * code + h]; }
+#else
+  static MUSER_FN void share() {}
+  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) { return of(code, h); }
+#endif
+};
+
+// zero + g, or zero - g where `minus` has 0xFF, for the bytes g of values k .. k + 3 of a group,
+// whose grid word is `grid` (value k in byte k % 4) and sign masks' word `minus` (the same
+// bytes). No byte's sum or difference crosses into the next.
+template <int N>
+MUSER_FN uint32_t signed_word(uint32_t grid, uint32_t minus, uint32_t k, uint32_t zero) {
+  const uint32_t shift = N >= 4 ? 0 : 8 * (k % 4);
+  const uint32_t g = grid >> shift;
+  return 0x01010101u * zero + g - ((g << 1) & (minus >> shift));
 }
 
 }  // namespace muser

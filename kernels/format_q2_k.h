@@ -10,7 +10,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q2_K> : ByteLevels<Format<ggml::Q2_K>> {
-  enum { block_values = 256, block_bytes = 84, affine_values = 16, level_bits = 2, zero = 0, decodes_runs = 1 };
+  enum { block_values = 256, block_bytes = 84, affine_values = 16, level_bits = 2, zero = 0, decodes_runs = 1, offsets = 1 };
   enum { scales_at = 0, qs_at = 16, d_at = 80, dmin_at = 82 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

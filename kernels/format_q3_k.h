@@ -12,21 +12,44 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q3_K> : ByteLevels<Format<ggml::Q3_K>> {
-  enum { block_values = 256, block_bytes = 110, affine_values = 16, level_bits = 3, zero = 4 };
+  enum { block_values = 256, block_bytes = 110, affine_values = 16, level_bits = 3, zero = 4, decodes_runs = 1 };
   enum { hmask_at = 0, qs_at = 32, scales_at = 96, scales_high_at = 104, d_at = 108 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
-    const uint32_t j = i % block_values, t = j / 16, bit = j / 32;
+    const uint32_t j = i % block_values;
     uint32_t hmask[(N + 3) / 4];
     two_bits<N, 2, UNIFORM>(block + qs_at, j, w);
     bytes_at<N, 2, UNIFORM>(block + hmask_at + j % 32, hmask);
-    for (int k = 0; k < (N + 3) / 4; ++k) {  // per byte: bit j / 32 of hmask above the two bits
+    high_bits<(N + 3) / 4>(hmask, j / 32, w);
+    return Affine{f16_at(block + d_at) * scale(block, j / 16), 0.0f};
+  }
+  // Runs j + 32 q share their qs bytes (format_two_bits.h) and hmask bytes (bits j / 32 + q).
+  template <int RUNS, typename P>
+  static MUSER_FN void run_levels(P row, uint32_t i, MUSER_LOCAL uint32_t* w, MUSER_LOCAL Affine* a) {
+    P block = row + (i / block_values) * block_bytes;
+    const uint32_t j = i % block_values;
+    uint32_t hmask[4];
+    two_bit_runs<RUNS, 2>(block + qs_at, j, w);
+    bytes_at<16, 2>(block + hmask_at + j % 32, hmask);
+    const float d = f16_at(block + d_at);
+    for (int q = 0; q < RUNS; ++q) {
+      high_bits<4>(hmask, j / 32 + q, w + 4 * q);
+      a[q] = Affine{d * scale(block, j / 16 + 2 * q), 0.0f};
+    }
+  }
+  // Per byte of w: bit `bit` of hmask's byte above the two bits.
+  template <int WORDS>
+  static MUSER_FN void high_bits(MUSER_LOCAL const uint32_t* hmask, uint32_t bit, MUSER_LOCAL uint32_t* w) {
+    for (int k = 0; k < WORDS; ++k) {
       w[k] |= ((hmask[k] >> bit) & 0x01010101u) << 2;
     }
+  }
+  template <typename P>
+  static MUSER_FN float scale(P block, uint32_t t) {  // scale[t] - 32
     const uint32_t low = (uint32_t(block[scales_at + t % 8]) >> (4 * (t / 8))) & 15u;
     const uint32_t high = (uint32_t(block[scales_high_at + t % 4]) >> (2 * (t / 4))) & 3u;
-    return Affine{f16_at(block + d_at) * level(low | (high << 4), 32.0f), 0.0f};
+    return level(low | (high << 4), 32.0f);
   }
 };
 

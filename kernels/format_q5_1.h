@@ -8,7 +8,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q5_1> : ByteLevels<Format<ggml::Q5_1>> {
-  enum { block_values = 32, block_bytes = 24, affine_values = 32, level_bits = 5, zero = 0, run_pair = 16 };
+  enum { block_values = 32, block_bytes = 24, affine_values = 32, level_bits = 5, zero = 0, run_pair = 16, offsets = 1 };
   enum { d_at = 0, m_at = 2, qh_at = 4, qs_at = 8 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

@@ -107,16 +107,20 @@ struct Format;
 // run_pair: the distance between the two runs of 16 values a lane of kernels/bytedot.h decodes
 // together, 32 (Q4_K's and Q5_K's qs bytes hold values i and i + 32), or 16 where runs j and
 // j + 16 share their bytes and one scale, and level_bytes<32> decodes the two at once
-// (format_half_nibbles.h's formats). decodes_runs: the format's run_levels<RUNS>(row, i, w, a)
-// gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in a[q],
-// for paired runs that share fields nvcc would load twice, once per level_bytes
-// (format_two_bits.h).
+// (format_half_nibbles.h's formats; IQ2_XXS, IQ3_XXS, IQ3_S and IQ1_S, whose 32-value sub-blocks
+// hold one scale and the fields of both). decodes_runs: the format's run_levels<RUNS>(row, i, w,
+// a) gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in
+// a[q], for paired runs that share fields nvcc would load twice, once per level_bytes
+// (format_two_bits.h's formats, Q3_K).
+// offsets: 1 where a run's offset may be nonzero (ggml's mins: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); the
+// heads skip offset * sum(x) elsewhere, two float instructions per run that nvcc keeps (0 * x is
+// not 0 for every float x).
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
-  enum { run_pair = 32, decodes_runs = 0 };
+  enum { run_pair = 32, decodes_runs = 0, offsets = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
@@ -135,7 +139,7 @@ struct ByteLevels {
 // replace by a dialect's vector conversion (format_f16.h).
 template <typename F>
 struct HalfLevels {
-  enum { block_values = 1, block_bytes = 2 };
+  enum { block_values = 1, block_bytes = 2, offsets = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

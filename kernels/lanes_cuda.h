@@ -46,15 +46,25 @@ enum { muser_warp_lanes = 32 };  // kernels/matvec.h: warp_lanes
 // threadgroup makes at its start serves all its rows, and a warp's 32 reads of unrelated grid
 // points meet 32 banks rather than up to 32 cache lines.
 #define MUSER_SHARED_GRIDS
-template <int WORDS>
+template <int WORDS, int TAG = 0>
 MUSER_FN uint32_t* muser_shared_words() {
-  __shared__ uint32_t words[WORDS];  // one array per WORDS in a kernel (it holds one grid)
+  // one array per WORDS and TAG in a kernel (a grid: TAG 0; its signs' masks: 1); 16-byte aligned,
+  // so that a grid point's two words load as one
+  __shared__ __align__(16) uint32_t words[WORDS];
   return words;
 }
 // Every thread of the threadgroup copies its share of the words, then waits for the others'.
 MUSER_FN void muser_share_words(const uint32_t* from, uint32_t* to, uint32_t words) {
   for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) {
     to[i] = from[i];
+  }
+  __syncthreads();
+}
+// The same for words computed, to[i] = Words::word(i).
+template <typename Words>
+MUSER_FN void muser_fill_words(uint32_t* to, uint32_t words) {
+  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) {
+    to[i] = Words::word(i);
   }
   __syncthreads();
 }

@@ -91,7 +91,7 @@ MUSER_FN void mma_matvec(TableP table, XP xh, SumP x_sums, uint32_t n, OutP out,
               }
             }
             float sums[2] = {0.0f, 0.0f};  // x rows m0 + 8c + 2t and + 1 over the run
-            for (int s = 0; s < STEPS; ++s) {
+            for (int s = 0; s < (F::offsets ? STEPS : 0); ++s) {
               uint32_t w[2];
               const uint64_t at = uint64_t(dim / RUN * STEPS + s) * n + m0 + mma_cols * c + 2 * t;
               bytes_at<8, 8>(reinterpret_cast<const uint8_t*>(x_sums + at), w);
@@ -100,7 +100,7 @@ MUSER_FN void mma_matvec(TableP table, XP xh, SumP x_sums, uint32_t n, OutP out,
             }
             for (int v = 0; v < VTILES; ++v) {
               for (int e = 0; e < 4; ++e) {
-                acc[v][c][e] -= affine[v][e / 2].offset * sums[e % 2];
+                if (F::offsets) acc[v][c][e] -= affine[v][e / 2].offset * sums[e % 2];
                 acc[v][c][e] += affine[v][e / 2].scale * d[v][e];
               }
             }

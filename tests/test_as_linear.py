@@ -130,12 +130,12 @@ def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
 
 
 @pytest.mark.parametrize("runs", [1, 2])
-@pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q4_0", "Q4_K"])
+@pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q3_K", "Q4_0", "IQ2_XXS", "IQ3_S", "Q4_K"])
 def test_cpu_bytedot_run_levels(qtype, runs):
     """Each way a lane of kernels/bytedot.h decodes its runs: one run; the two runs as 32 values
-    from i (Q4_0); runs i and i + 32 one level_bytes each (Q4_K), and together from one load of
-    their shared qs bytes (Q2_K, TQ2_0: run_levels, format_two_bits.h). 40 rows x 768 values: 12
-    lanes of 64 values."""
+    from i (Q4_0; IQ2_XXS and IQ3_S, a sub-block's); runs i and i + 32 one level_bytes each (Q4_K),
+    and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels, format_two_bits.h;
+    Q3_K's hmask too). 40 rows x 768 values: 12 lanes of 64 values."""
     rng = np.random.default_rng(5)
     data = moderate(random_table_bytes(rng, qtype, 40, 768), qtype)
     table = Table.from_bytes(data, qtype, 768)
