@@ -14,8 +14,7 @@ struct Format<ggml::IQ4_NL> : ByteLevels<Format<ggml::IQ4_NL>> {
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
-    half_nibbles<N, 16, 2, UNIFORM>(block + qs_at, i % block_values, w);
-    table_lookup<N>(iq4nl_values(), w);
+    nibble_levels<N, 16, 2, UNIFORM>(block + qs_at, i % block_values, iq4nl_values(), w);
     return Affine{f16_at(block + d_at), 0.0f};
   }
 };

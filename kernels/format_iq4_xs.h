@@ -18,8 +18,7 @@ struct Format<ggml::IQ4_XS> : ByteLevels<Format<ggml::IQ4_XS>> {
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t s = i % block_values / sub_values;
-    half_nibbles<N, sub_bytes, 8, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, w);
-    table_lookup<N>(iq4nl_values(), w);
+    nibble_levels<N, sub_bytes, 8, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, iq4nl_values(), w);
     const uint32_t low = (uint32_t(block[scales_l_at + s / 2]) >> (4 * (s & 1))) & 15u;
     const uint32_t high = (muser_load_u16(block + scales_h_at) >> (2 * s)) & 3u;
     return Affine{f16_at(block + d_at) * level(low | (high << 4), 32.0f), 0.0f};

@@ -18,8 +18,7 @@ struct Format<ggml::MXFP4> : ByteLevels<Format<ggml::MXFP4>> {
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
-    half_nibbles<N, 16, 1, UNIFORM>(block + qs_at, i % block_values, w);
-    table_lookup<N>(e2m1_values(), w);
+    nibble_levels<N, 16, 1, UNIFORM>(block + qs_at, i % block_values, e2m1_values(), w);
     const uint32_t e = block[e_at];
     return Affine{muser_f32_bits_to_float(e < 2 ? 0x00200000u << e : (e - 1) << 23), 0.0f};
   }

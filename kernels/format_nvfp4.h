@@ -26,8 +26,7 @@ struct Format<ggml::NVFP4> : ByteLevels<Format<ggml::NVFP4>> {
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
     const uint32_t s = i % block_values / sub_values;
-    half_nibbles<N, sub_bytes, 4, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, w);
-    table_lookup<N>(e2m1_values(), w);
+    nibble_levels<N, sub_bytes, 4, UNIFORM>(block + qs_at + sub_bytes * s, i % sub_values, e2m1_values(), w);
     return Affine{ue4m3_half(block[d_at + s]), 0.0f};
   }
 };

@@ -2,7 +2,7 @@
 // bytes: entry q is the table's value q plus the format's zero. tests/test_kernel_source.py checks
 // each, element by element, against gguf-py's.
 #pragma once
-#include "formats.h"
+#include "format_half_nibbles.h"
 
 namespace muser {
 
@@ -53,6 +53,26 @@ MUSER_FN void table_lookup(ByteTable t, MUSER_LOCAL uint32_t* w) {
 }
 
 // kvalues_iq4nl (IQ4_NL, IQ4_XS); bytes value + 128.
+// The levels of values j .. j+N-1 of a run of 2 * HALF values whose codes are half_nibbles'
+// (format_half_nibbles.h), looked up in t. Where a dialect looks up a word's eight codes at once
+// (MUSER_TABLE_NIBBLES: the low nibbles' levels in one word, the high ones' in another) and N
+// takes both halves, the qs words go to it whole, their nibbles never split apart.
+template <int N, int HALF, int ALIGN, bool UNIFORM = false, typename P>
+MUSER_FN void nibble_levels(P qs, uint32_t j, ByteTable t, MUSER_LOCAL uint32_t* w) {
+#ifdef MUSER_TABLE_NIBBLES
+  if constexpr (N == 2 * HALF) {
+    uint32_t q[HALF / 4];
+    bytes_at<HALF, ALIGN, UNIFORM>(qs, q);
+    for (int k = 0; k < HALF / 4; ++k) {
+      muser_table_nibbles(t.lo, t.hi, q[k], w + k, w + HALF / 4 + k);
+    }
+    return;
+  }
+#endif
+  half_nibbles<N, HALF, ALIGN, UNIFORM>(qs, j, w);
+  table_lookup<N>(t, w);
+}
+
 MUSER_FN ByteTable iq4nl_values() {
   return ByteTable{table_word(128, -127, -104, -83, -65, -49, -35, -22, -10),
                    table_word(128, 1, 13, 25, 38, 53, 69, 89, 113)};
