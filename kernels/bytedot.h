@@ -34,8 +34,8 @@ MUSER_FN float run_term(MUSER_LOCAL const uint32_t* levels, Affine a, MUSER_LOCA
     }
   }
   const float dot = PLANES == 2 ? float(s[0] + 256 * s[1]) : float(s[PLANES - 1]) * 65536.0f + float(s[0] + 256 * s[1]);
-  const float term = OFFSETS ? a.scale * dot - a.offset * muser_f32_bits_to_float(r[R::sum]) : a.scale * dot;
-  return muser_f32_bits_to_float(r[R::unit]) * term;
+  const float unit = muser_f32_bits_to_float(r[R::unit]);
+  return OFFSETS ? unit * (a.scale * dot - a.offset * muser_f32_bits_to_float(r[R::sum])) : unit * (a.scale * dot);
 }
 
 // dims a multiple of 32 * RUNS (whole units of RUNS runs).

@@ -12,7 +12,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ2_XS> : ByteLevels<Format<ggml::IQ2_XS>> {
   enum { block_values = 256, block_bytes = 74, affine_values = 16, level_bits = 7, zero = iq2xs_grid_largest };
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xs_grid); SignMasks<true>::share(); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xs_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;

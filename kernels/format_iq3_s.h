@@ -14,7 +14,7 @@ template <>
 struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
   enum { block_values = 256, block_bytes = 110, affine_values = 32, level_bits = 5, zero = iq3s_grid_largest };
   enum { run_pair = 16 };  // values j .. j + 31 share a scale: one decode (bytedot.h)
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3s_grid); SignMasks<false>::share(); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3s_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;

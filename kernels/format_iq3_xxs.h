@@ -14,7 +14,7 @@ template <>
 struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
   enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
   enum { run_pair = 16 };  // values j .. j + 31 share a sub-block's signs and scale: one decode (bytedot.h)
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3xxs_grid); SignMasks<true>::share(); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3xxs_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;

@@ -14,20 +14,26 @@ MUSER_FN uint32_t ksigns(uint32_t index) {
 // Word h of a group's sign masks (byte b: 0xFF where value 4h + b is minus) from its code, the
 // sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index. The multiply puts sign bit b
 // at bit 8b (its copies 0, 7, 14 and 21 bits up do not overlap), * 255 fills the byte.
-template <bool KSIGNS>
+// SHARED: in a dialect's head kernels that keep grids in shared memory, a table of every code's
+// two words there, which the threadgroup fills with its grid (share); for IQ2_XXS alone, where it
+// measured faster in both heads it was timed in ("Grid memory").
+template <bool KSIGNS, bool SHARED = false>
 struct SignMasks {
   enum { codes = KSIGNS ? 128 : 256 };
   static MUSER_FN uint32_t of(uint32_t code, uint32_t h) {
     const uint32_t signs = KSIGNS ? ksigns(code) : code;
     return ((((signs >> (4 * h)) & 15u) * 0x00204081u) & 0x01010101u) * 255u;
   }
-  static MUSER_FN uint32_t word(uint32_t i) { return of(i / 2, i % 2); }  // the shared table's word i
+  static MUSER_FN uint32_t word(uint32_t i) { return of(i / 2, i % 2); }  // the table's word i
 #ifdef MUSER_SHARED_GRIDS
-  // A head kernel's threadgroup fills a table of every code's two words with the grid
-  // (format_iq_grid.h): one 8-byte load per group in place of about 12 instructions.
   static MUSER_FN uint32_t* table() { return muser_shared_words<2 * codes, 1>(); }
-  static MUSER_FN void share() { muser_fill_words<SignMasks>(table(), 2 * codes); }
-  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) { return table()[2 * code + h]; }
+  static MUSER_FN void share() {
+    if constexpr (SHARED) muser_fill_words<SignMasks>(table(), 2 * codes);
+  }
+  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) {
+    if constexpr (SHARED) return table()[2 * code + h];
+    return of(code, h);
+  }
 #else
   static MUSER_FN void share() {}
   static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) { return of(code, h); }

@@ -25,23 +25,22 @@ struct Format<ggml::TQ1_0> : ByteLevels<Format<ggml::TQ1_0>> {
   enum { block_values = 256, block_bytes = 54, affine_values = 32, level_bits = 2, zero = 1 };
   enum { qs_at = 0, qh_at = 48, d_at = 52 };  // field offsets
   enum { wide_values = 160, narrow_at = 32, qh_values = 240 };  // the three layouts
+  // One load and one trit extraction for every value range, the ranges picked by selects (a lane
+  // of a head decodes any range, and a branch on it would split the warp): the N bytes from qs
+  // (trit t of each), or from qh's bytes and the N - 4 before them (word c: trit t + c of qh).
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
+    enum { QH_WORD = N >= 4 ? N / 4 - 1 : 0, QH_BEFORE = N >= 4 ? N - 4 : 0 };
     P block = row + (i / block_values) * block_bytes;
     const uint32_t j = i % block_values;
-    if (j < qh_values) {  // N values of one trit of N consecutive bytes
-      const bool wide = j < wide_values;
-      const uint32_t r = wide ? j : j - wide_values;
-      bytes_at<N, 2, UNIFORM>(block + qs_at + (wide ? r % 32 : narrow_at + r % 16), w);
-      for (int k = 0; k < (N + 3) / 4; ++k) {
-        w[k] = trits(w[k], wide ? r / 32 : r / 16);
-      }
-    } else {  // runs of 4 values, trit k of qh[0..3]
-      uint32_t q[1];
-      bytes_at<(N < 4 ? N : 4), 2, UNIFORM>(block + qh_at + (j - qh_values) % 4, q);
-      for (int k = 0; k < (N + 3) / 4; ++k) {
-        w[k] = trits(q[0], (j - qh_values) / 4 + k);
-      }
+    const bool wide = j < wide_values, in_qh = j >= qh_values;
+    const uint32_t r = wide ? j : j - wide_values, h = j - qh_values;
+    const uint32_t at = in_qh ? qh_at + h % 4 - QH_BEFORE : qs_at + (wide ? r % 32 : narrow_at + r % 16);
+    const uint32_t t = in_qh ? h / 4 : wide ? r / 32 : r / 16;
+    bytes_at<N, 2, UNIFORM>(block + at, w);
+    const uint32_t qh = w[QH_WORD];
+    for (int k = 0; k < (N + 3) / 4; ++k) {
+      w[k] = trits(in_qh ? qh : w[k], in_qh ? t + k : t);
     }
     return Affine{f16_at(block + d_at), 0.0f};
   }

@@ -112,9 +112,11 @@ struct Format;
 // a) gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in
 // a[q], for paired runs that share fields nvcc would load twice, once per level_bytes
 // (format_two_bits.h's formats, Q3_K).
-// offsets: 1 where a run's offset may be nonzero (ggml's mins: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K); the
-// heads skip offset * sum(x) elsewhere, two float instructions per run that nvcc keeps (0 * x is
-// not 0 for every float x).
+// offsets: 1 where the heads add offset * sum(x) per run: where it may be nonzero (ggml's mins:
+// Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), and TQ2_0, whose heads measured faster with it ("Byte dot
+// products"). Elsewhere the byte dot products and matrix units skip it, two float instructions
+// per run that nvcc keeps (0 * x is not 0 for every float x), and the matrix units' loads of x's
+// run sums.
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
@@ -139,7 +141,7 @@ struct ByteLevels {
 // replace by a dialect's vector conversion (format_f16.h).
 template <typename F>
 struct HalfLevels {
-  enum { block_values = 1, block_bytes = 2, offsets = 0 };
+  enum { block_values = 1, block_bytes = 2 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

@@ -103,7 +103,7 @@ struct FloatLanes {
               dot += lv[k] * xs[m][c * RUN + k];
             }
 #endif
-            acc[v][m] += F::offsets ? a.scale * dot - a.offset * x_sum[m][c] : a.scale * dot;
+            acc[v][m] += a.scale * dot - a.offset * x_sum[m][c];
           }
         }
       }
