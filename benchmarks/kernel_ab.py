@@ -1,6 +1,7 @@
-"""A/B of the CUDA kernels: this tree's prelude and block decoders against a git revision's,
-alternating in one process (so both see the same machine state), queued timings at Muse
-Glimmer's shape (dims 6,656, vocab 202,048) against the copy bandwidth of the same run. CUDA only.
+"""A/B of the CUDA kernels: this tree's prelude and block decoders (or all its kernel files)
+against those of git revisions or folders, alternating in one process (so all see the same machine
+state), queued timings at Muse Glimmer's shape (dims 6,656, vocab 202,048) against the copy
+bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against main --formats Q4_K Q6_K Q8_0 BF16 --heads
     python benchmarks/kernel_ab.py --against main --whole --formats --head-formats Q4_K IQ2_XXS --head-rows 1 16
@@ -8,7 +9,7 @@ Glimmer's shape (dims 6,656, vocab 202,048) against the copy bandwidth of the sa
 Each round compiles the kernels from a folder holding the revision's prelude_cuda.h, formats.h
 and format_*.h block decoders beside this tree's kernel templates (with --whole, the revision's
 whole kernels/ folder; tuning.fixed(KERNEL_SOURCES=...), the package's one seam for it), checks
-that both give the same output, and times queued calls (common.queued_seconds): lookups of 4,096
+that all give the same output, and times queued calls (common.queued_seconds): lookups of 4,096
 and 32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x,
 mma at 16) and of F16 (matvec at 1 row), with --head-formats those formats' heads at --head-rows
 rows of float16 x (the kernel backends.head.choose picks), each against the table bytes it
@@ -70,13 +71,13 @@ def main() -> None:
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
     copy = copy_bandwidth()
     print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
-    both = variants(args.against, args.whole)
+    trees = variants(args.against, args.whole)
 
     def rounds(label: str, make_call, probe: tuple, sizes: list[tuple[str, object, int]]) -> None:
         """``sizes``: (label, make_args, bytes moved per call); ``make_call()`` after each switch."""
         ref = None
         for _ in range(args.rounds):
-            for name, variant in both.items():
+            for name, variant in trees.items():
                 with tuning.fixed(KERNEL_SOURCES=variant):
                     call = make_call()
                     out = call(*probe)
