@@ -52,7 +52,6 @@ MUSER_FN void table_lookup(ByteTable t, MUSER_LOCAL uint32_t* w) {
   }
 }
 
-// kvalues_iq4nl (IQ4_NL, IQ4_XS); bytes value + 128.
 // The levels of values j .. j+N-1 of a run of 2 * HALF values whose codes are half_nibbles'
 // (format_half_nibbles.h), looked up in t. Where a dialect looks up a word's eight codes at once
 // (MUSER_TABLE_NIBBLES: the low nibbles' levels in one word, the high ones' in another) and N
@@ -66,13 +65,15 @@ MUSER_FN void nibble_levels(P qs, uint32_t j, ByteTable t, MUSER_LOCAL uint32_t*
     for (int k = 0; k < HALF / 4; ++k) {
       muser_table_nibbles(t.lo, t.hi, q[k], w + k, w + HALF / 4 + k);
     }
-    return;
-  }
+  } else
 #endif
-  half_nibbles<N, HALF, ALIGN, UNIFORM>(qs, j, w);
-  table_lookup<N>(t, w);
+  {
+    half_nibbles<N, HALF, ALIGN, UNIFORM>(qs, j, w);
+    table_lookup<N>(t, w);
+  }
 }
 
+// kvalues_iq4nl (IQ4_NL, IQ4_XS); bytes value + 128.
 MUSER_FN ByteTable iq4nl_values() {
   return ByteTable{table_word(128, -127, -104, -83, -65, -49, -35, -22, -10),
                    table_word(128, 1, 13, 25, 38, 53, 69, 89, 113)};

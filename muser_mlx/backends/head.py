@@ -197,7 +197,8 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
-    # shared copy of an IQ grid (format_iq_grid.h) takes up to 16 KiB more, which the default 48 KiB would not hold
+    # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
+    # which the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + 2 * 2 * (TILE_ROWS + xrows) * TILE_K, TILE_MIN_SHARED)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     return Launch(
