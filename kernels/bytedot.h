@@ -82,13 +82,28 @@ struct ByteLanes {
   }
 };
 
+// The rows as the decoders take them: the table's byte pointers, or where the rows are whole words
+// and the blocks are not (the 2-byte-aligned formats at most dims), the prelude's muser_row, where
+// it has one (CUDA).
+template <typename F, int DIMS, typename TableP,
+          bool WORD_ROWS = (DIMS / F::block_values * F::block_bytes) % 4 == 0 && F::block_bytes % 4 != 0>
+struct row_type {
+  typedef TableP type;
+};
+#ifdef MUSER_ROW
+template <typename F, int DIMS, typename TableP>
+struct row_type<F, DIMS, TableP, true> {
+  typedef muser_row type;
+};
+#endif
+
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
   static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
   static_assert(ROWS * VROWS <= warp_lanes, "one lane per logit of a pass");
-  stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>>(table, x, n_rows, out, DIMS, VOCAB,
-                                                                         thread_index, thread_count);
+  stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>, typename row_type<F, DIMS, TableP>::type>(
+      table, x, n_rows, out, DIMS, VOCAB, thread_index, thread_count);
 }
 
 }  // namespace muser

@@ -28,8 +28,9 @@ enum { warp_lanes = muser_warp_lanes };
 
 // Lanes::add(rows, x, m0, live, lane, dims, acc) adds the lane's share of logit (m0 + m, row v) to
 // acc[v][m] for the VROWS table rows rows[v] (in a table of fewer than VROWS rows, its last row
-// again, stored nowhere) and the live <= ROWS rows of x from m0 (the rest are never stored).
-template <typename F, int ROWS, int VROWS, typename Lanes, typename TableP, typename XP, typename OutP>
+// again, stored nowhere) and the live <= ROWS rows of x from m0 (the rest are never stored);
+// RowP(p) is the row at byte pointer p as the decoders take it (bytedot.h: row_type).
+template <typename F, int ROWS, int VROWS, typename Lanes, typename RowP, typename TableP, typename XP, typename OutP>
 MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
                             uint32_t thread_index, uint32_t thread_count) {
   F::share_grid();
@@ -40,9 +41,9 @@ MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint3
     // rows r0 .. r0 + VROWS - 1, all in the table: at its end r0 < r (the rows before r again,
     // the same logits stored twice), and a table of fewer rows repeats its last.
     const uint32_t r0 = vocab <= uint32_t(VROWS) ? 0u : r < vocab - VROWS ? r : vocab - VROWS;
-    TableP rows[VROWS];
+    RowP rows[VROWS];
     for (int v = 0; v < VROWS; ++v) {
-      rows[v] = table + r0 * row_bytes + (uint32_t(v) < vocab ? uint32_t(v) : vocab - 1) * row_bytes;
+      rows[v] = RowP(table + r0 * row_bytes + (uint32_t(v) < vocab ? uint32_t(v) : vocab - 1) * row_bytes);
     }
     for (uint32_t m0 = 0; m0 < n_rows; m0 += ROWS) {
       const uint32_t live = n_rows - m0 < uint32_t(ROWS) ? n_rows - m0 : uint32_t(ROWS);
@@ -114,8 +115,8 @@ struct FloatLanes {
 template <typename F, int VALUES, int ROWS, int VROWS, typename TableP, typename XP, typename OutP>
 MUSER_FN void matvec_rows(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
                           uint32_t thread_index, uint32_t thread_count) {
-  stream_logits<F, ROWS, VROWS, FloatLanes<F, VALUES, ROWS, VROWS>>(table, x, n_rows, out, dims, vocab, thread_index,
-                                                                    thread_count);
+  stream_logits<F, ROWS, VROWS, FloatLanes<F, VALUES, ROWS, VROWS>, TableP>(table, x, n_rows, out, dims, vocab,
+                                                                            thread_index, thread_count);
 }
 
 template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, typename TableP, typename XP,

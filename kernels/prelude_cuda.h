@@ -18,19 +18,48 @@ MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const 
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
 
+// A table row of whole 4-byte words, as its start and a byte offset into it (bytedot.h's rows
+// where a format's blocks are not whole words): where a load lies off a word boundary is then a
+// function of the offset, the same for each of a warp's rows, not worked out again per row from a
+// 64-bit address (about 0.6 instructions per value of a 2-byte-aligned format). The loads below
+// take it wherever they take a byte pointer.
+struct muser_row {
+  const uint8_t* start;  // 4-byte aligned
+  uint32_t offset;
+  muser_row() = default;
+  MUSER_FN muser_row(const uint8_t* row, uint32_t k = 0) : start(row), offset(k) {}
+  MUSER_FN muser_row operator+(uint32_t k) const { return muser_row{start, offset + k}; }
+  MUSER_FN uint8_t operator[](uint32_t k) const { return start[offset + k]; }
+};
+#define MUSER_ROW
+template <typename P>
+MUSER_FN P muser_address(P p) { return p; }
+MUSER_FN const uint8_t* muser_address(muser_row p) { return p.start + p.offset; }
+// p's bytes past a 4-byte boundary, and the aligned word that holds p's first byte, given them.
+template <typename P>
+MUSER_FN uint32_t muser_misalignment(P p) { return uint32_t(reinterpret_cast<size_t>(p) & 3); }
+MUSER_FN uint32_t muser_misalignment(muser_row p) { return p.offset & 3; }
+template <typename P>
+MUSER_FN const uint32_t* muser_word_of(P p, uint32_t misalignment) {
+  return reinterpret_cast<const uint32_t*>(p - misalignment);
+}
+MUSER_FN const uint32_t* muser_word_of(muser_row p, uint32_t) {
+  return reinterpret_cast<const uint32_t*>(p.start) + p.offset / 4;
+}
+
 // W = 1, 2 or 4 little-endian words from p, aligned to 4W bytes: one load instruction.
 template <int W>
 struct muser_words;
 template <>
 struct muser_words<1> {
   template <typename P>
-  static MUSER_FN void load(P p, uint32_t* w) { w[0] = *reinterpret_cast<const uint32_t*>(p); }
+  static MUSER_FN void load(P p, uint32_t* w) { w[0] = *reinterpret_cast<const uint32_t*>(muser_address(p)); }
 };
 template <>
 struct muser_words<2> {
   template <typename P>
   static MUSER_FN void load(P p, uint32_t* w) {
-    uint2 v = *reinterpret_cast<const uint2*>(p);
+    uint2 v = *reinterpret_cast<const uint2*>(muser_address(p));
     w[0] = v.x, w[1] = v.y;
   }
 };
@@ -38,7 +67,7 @@ template <>
 struct muser_words<4> {
   template <typename P>
   static MUSER_FN void load(P p, uint32_t* w) {
-    uint4 v = *reinterpret_cast<const uint4*>(p);
+    uint4 v = *reinterpret_cast<const uint4*>(muser_address(p));
     w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
   }
 };
@@ -46,11 +75,10 @@ struct muser_words<4> {
 template <int W, typename P>
 MUSER_FN void muser_load_words(P p, uint32_t* w) { muser_words<W>::load(p, w); }
 
-// W little-endian words from p, which lies shift / 8 bytes past a 4-byte boundary: the W + 1
-// aligned words from there (where p is aligned, the last of the W twice) joined by funnel shifts.
-template <int W, typename P>
-MUSER_FN void muser_funnel_words(P p, uint32_t shift, uint32_t* w) {
-  const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - shift / 8);
+// W little-endian words that start shift / 8 bytes into the aligned word *aligned: the W + 1
+// aligned words from there (where shift is 0, the last of the W twice) joined by funnel shifts.
+template <int W>
+MUSER_FN void muser_funnel_words(const uint32_t* aligned, uint32_t shift, uint32_t* w) {
   uint32_t words[W + 1];
   for (int k = 0; k < W; ++k) words[k] = aligned[k];
   words[W] = aligned[shift ? W : W - 1];
@@ -68,14 +96,15 @@ MUSER_FN void muser_funnel_words(P p, uint32_t shift, uint32_t* w) {
 // wanted bytes: no load reaches a page they are not on.
 template <int W, bool UNIFORM, typename P>
 MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
-  const uint32_t shift = uint32_t(reinterpret_cast<size_t>(p) & 2) * 8;  // 0 or 16
+  const uint32_t shift = (muser_misalignment(p) & 2) * 8;  // 0 or 16
   if (UNIFORM && shift == 0) {
-    for (int k = 0; k < W; ++k) w[k] = reinterpret_cast<const uint32_t*>(p)[k];
+    const uint32_t* aligned = muser_word_of(p, 0);
+    for (int k = 0; k < W; ++k) w[k] = aligned[k];
   } else if (UNIFORM) {
-    const uint32_t* aligned = reinterpret_cast<const uint32_t*>(p - 2);
+    const uint32_t* aligned = muser_word_of(p, 2);
     for (int k = 0; k < W; ++k) w[k] = __funnelshift_r(aligned[k], aligned[k + 1], 16);
   } else {
-    muser_funnel_words<W>(p, shift, w);
+    muser_funnel_words<W>(muser_word_of(p, shift / 8), shift, w);
   }
 }
 
@@ -83,11 +112,12 @@ MUSER_FN void muser_load_words_at2(P p, uint32_t* w) {
 // where byte loads take 8W (MXFP4's 17-byte blocks; docs/performance.md, "Aligned loads").
 template <int W, typename P>
 MUSER_FN void muser_load_words_at1(P p, uint32_t* w) {
-  muser_funnel_words<W>(p, uint32_t(reinterpret_cast<size_t>(p) & 3) * 8, w);
+  const uint32_t shift = muser_misalignment(p) * 8;
+  muser_funnel_words<W>(muser_word_of(p, shift / 8), shift, w);
 }
 
 template <typename P>
-MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(p); }
+MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(muser_address(p)); }
 
 // format_value_tables.h's table_lookup, a word of 4 bytes (each below 16) per 3 byte permutes
 // (PRMT), ggml's get_int_from_table_16: the bytes packed into the nibbles of a selector pick
