@@ -83,10 +83,11 @@ struct ByteLanes {
 };
 
 // The rows as the decoders take them: the table's byte pointers, or where the rows are whole words
-// and the blocks are not (the 2-byte-aligned formats at most dims), the prelude's muser_row, where
-// it has one (CUDA).
+// and the blocks are not (the 2- and 1-byte-aligned formats at most dims) and the format takes
+// word_rows (formats.h), the prelude's muser_row, where it has one (CUDA).
 template <typename F, int DIMS, typename TableP,
-          bool WORD_ROWS = (DIMS / F::block_values * F::block_bytes) % 4 == 0 && F::block_bytes % 4 != 0>
+          bool WORD_ROWS = F::word_rows && (DIMS / F::block_values * F::block_bytes) % 4 == 0 &&
+                           F::block_bytes % 4 != 0>
 struct row_type {
   typedef TableP type;
 };

@@ -117,12 +117,15 @@ struct Format;
 // products"). Elsewhere the byte dot products and matrix units skip it, two float instructions
 // per run that nvcc keeps (0 * x is not 0 for every float x), and the matrix units' loads of x's
 // run sums.
+// word_rows: 1 where the byte dot products may read a row of whole words through the prelude's
+// muser_row (kernels/bytedot.h: row_type), 0 for Q3_K, Q6_K, IQ2_S and IQ3_S, whose one-row heads
+// measured slower with it ("Aligned loads").
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
-  enum { run_pair = 32, decodes_runs = 0, offsets = 0 };
+  enum { run_pair = 32, decodes_runs = 0, offsets = 0, word_rows = 1 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
