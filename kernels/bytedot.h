@@ -103,8 +103,9 @@ template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PL
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
   static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
   static_assert(ROWS * VROWS <= warp_lanes, "one lane per logit of a pass");
-  stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>, typename row_type<F, DIMS, TableP>::type>(
-      table, x, n_rows, out, DIMS, VOCAB, thread_index, thread_count);
+  typedef typename row_type<F, DIMS, TableP>::type RowP;
+  stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>, RowP>(table, x, n_rows, out, DIMS, VOCAB,
+                                                                               thread_index, thread_count);
 }
 
 }  // namespace muser

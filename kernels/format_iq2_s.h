@@ -11,7 +11,8 @@ namespace muser {
 
 template <>
 struct Format<ggml::IQ2_S> : ByteLevels<Format<ggml::IQ2_S>> {
-  enum { block_values = 256, block_bytes = 82, affine_values = 16, level_bits = 7, zero = iq2s_grid_largest, word_rows = 0 };
+  enum { block_values = 256, block_bytes = 82, affine_values = 16, level_bits = 7, zero = iq2s_grid_largest };
+  enum { word_rows = 0 };  // its one-row head measured slower through muser_row (formats.h)
   static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2s_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

@@ -12,7 +12,8 @@ namespace muser {
 
 template <>
 struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
-  enum { block_values = 256, block_bytes = 110, affine_values = 32, level_bits = 5, zero = iq3s_grid_largest, word_rows = 0 };
+  enum { block_values = 256, block_bytes = 110, affine_values = 32, level_bits = 5, zero = iq3s_grid_largest };
+  enum { word_rows = 0 };  // its one-row head measured slower through muser_row (formats.h)
   enum { run_pair = 16 };  // values j .. j + 31 share a scale: one decode (bytedot.h)
   static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq3s_grid); }
   template <int N, bool UNIFORM = false, typename P>

@@ -12,7 +12,8 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q3_K> : ByteLevels<Format<ggml::Q3_K>> {
-  enum { block_values = 256, block_bytes = 110, affine_values = 16, level_bits = 3, zero = 4, decodes_runs = 1, word_rows = 0 };
+  enum { block_values = 256, block_bytes = 110, affine_values = 16, level_bits = 3, zero = 4, decodes_runs = 1 };
+  enum { word_rows = 0 };  // its one-row head measured slower through muser_row (formats.h)
   enum { hmask_at = 0, qs_at = 32, scales_at = 96, scales_high_at = 104, d_at = 108 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

@@ -11,7 +11,8 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q6_K> : ByteLevels<Format<ggml::Q6_K>> {
-  enum { block_values = 256, block_bytes = 210, affine_values = 16, level_bits = 6, zero = 32, word_rows = 0 };
+  enum { block_values = 256, block_bytes = 210, affine_values = 16, level_bits = 6, zero = 32 };
+  enum { word_rows = 0 };  // its one-row head measured slower through muser_row (formats.h)
   struct field {
     enum { ql = 0, qh = 128, scales = 192, d = 208 };  // byte offsets in a block
   };
