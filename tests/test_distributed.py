@@ -111,6 +111,11 @@ def launch(n: int, out: Path, backend: str = "ring") -> list[dict]:
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
 
 
+# The bytes MLX's allocator may hold beyond the arrays' own: a few of scalars in a CPU-only build;
+# a build with a GPU backend serves the CPU device's arrays from that allocator too, which rounds
+# buffers up (CUDA: to 16 KiB, 2,040,204 bytes held as 2,048,000).
+SLACK = 2**20 if mx.metal.is_available() or mx.cuda.is_available() else 4096
+
 TWO_GPUS = mx.cuda.is_available() and mx.device_count(mx.gpu) >= 2 and mx.distributed.is_available("nccl")
 LAUNCHES = [
     pytest.param(("ring", 2), id="2 members"),
@@ -206,12 +211,11 @@ def test_memory_per_member_is_its_share(members):
     held = [m["memory"] for m in members]
     assert sum(h["sharded_weight_bytes"] for h in held) == held[0]["table_bytes"]
     # MLX's active memory after the whole table is dropped: this member's rows, and next to
-    # nothing else (a few bytes of scalars on the CPU; a GPU allocator may round buffers up)
-    slack = {"cpu": 4096, "gpu": 2**20}[members[0]["device"]]
+    # nothing else (SLACK)
     for h in held:
         assert h["full_active"] >= h["table_bytes"]
-        assert h["sharded_weight_bytes"] <= h["sharded_active"] <= h["sharded_weight_bytes"] + slack, h
-        assert h["sharded_active"] <= h["table_bytes"] / n + slack, h
+        assert h["sharded_weight_bytes"] <= h["sharded_active"] <= h["sharded_weight_bytes"] + SLACK, h
+        assert h["sharded_active"] <= h["table_bytes"] / n + SLACK, h
 
 
 def test_mlx_lm_models_sharded(members):
@@ -344,15 +348,14 @@ def test_shard_linear_both_shardings_match_unsharded(members):
 
 def test_sharded_modules_read_only_their_bytes_from_the_file(members):
     n = len(members)
-    slack = {"cpu": 4096, "gpu": 2**20}[members[0]["device"]]  # as in the test above
     for m in members:
         f = m["tensor_parallel"]["file"]
         where = f"member {m['rank']}"
         assert f["ShardedLinear"] and f["AllToShardedLinear"] and f["ShardedToAllLinear"], where
         assert f["embedding_equal"], where
         # MLX's peak while reading: this member's rows, never the whole table
-        assert f["weight_bytes"] <= f["peak"] <= f["weight_bytes"] + slack, f
-        assert f["peak"] <= f["table_bytes"] / n + slack, f
+        assert f["weight_bytes"] <= f["peak"] <= f["weight_bytes"] + SLACK, f
+        assert f["peak"] <= f["table_bytes"] / n + SLACK, f
     assert (
         sum(m["tensor_parallel"]["file"]["weight_bytes"] for m in members)
         == members[0]["tensor_parallel"]["file"]["table_bytes"]
