@@ -1,7 +1,7 @@
 """A/B of the CUDA kernels: this tree's prelude and block decoders (or all its kernel files)
 against those of git revisions or folders, alternating in one process (so all see the same machine
-state), queued timings at Muse Glimmer's shape (dims 6,656, vocab 202,048) against the copy
-bandwidth of the same run. CUDA only.
+state), queued timings at Muse Glimmer's shape (dims 6,656, vocab 202,048; or --dims, --vocab)
+against the copy bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against main --formats Q4_K Q6_K Q8_0 BF16 --heads
     python benchmarks/kernel_ab.py --against main --whole --formats --head-formats Q4_K IQ2_XXS --head-rows 1 16
@@ -67,10 +67,12 @@ def main() -> None:
     p.add_argument("--head-formats", nargs="*", default=[], help="the heads of these formats")
     p.add_argument("--head-rows", nargs="+", type=int, default=[1], help="rows of x for --head-formats")
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--dims", type=int, default=GLIMMER["dims"])
+    p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     args = p.parse_args()
-    dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
+    dims, vocab = args.dims, args.vocab
     copy = copy_bandwidth()
-    print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
+    print(f"copy {copy / 1e9:.0f} GB/s; tables of vocab {vocab:,} x dims {dims:,}", flush=True)
     trees = variants(args.against, args.whole)
 
     def rounds(label: str, make_call, probe: tuple, sizes: list[tuple[str, object, int]]) -> None:

@@ -5,7 +5,9 @@
 //   value = d[s] * kvalues_mxfp4[q]   (format_value_tables.h: E2M1 doubled)
 // UE4M3 byte x (bit 7 unused; ggml_ue4m3_to_fp32): exponent e = bits 3-6, mantissa m = bits 0-2;
 // halved for the doubled values, d = (8 + m) * 2^(e - 11), or m * 2^-10 for e = 0; x = 0x7F
-// (E4M3's NaN) is 0. Every d is finite, every product exact.
+// (E4M3's NaN) is 0. Every d is finite, every product exact. Bits 0-6 shifted left by 7 are the
+// float16 (1 + m/8) * 2^(e - 15), or its subnormal m * 2^-17 for e = 0: 2^7 times either is d,
+// one conversion for the two cases.
 #pragma once
 #include "format_half_nibbles.h"
 #include "format_value_tables.h"
@@ -13,9 +15,7 @@
 namespace muser {
 
 MUSER_FN float ue4m3_half(uint32_t x) {
-  const uint32_t e = (x >> 3) & 15u, m = x & 7u;
-  const float pow2 = muser_f32_bits_to_float(((e ? e : 1u) + 116u) << 23);  // 2^(max(e, 1) - 11)
-  return x == 0x7Fu ? 0.0f : level(e ? 8u + m : m, 0.0f) * pow2;
+  return x == 0x7Fu ? 0.0f : muser_f16_bits_to_float(uint16_t((x & 0x7Fu) << 7)) * 128.0f;
 }
 
 template <>
