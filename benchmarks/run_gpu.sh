@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The GPU record: the whole test suite with MLX's GPU backend, then the benchmarks.
 # Run from the repository root with mlx (CUDA or Metal build), gguf, numpy, pytest, hypothesis
-# importable; OUT (default benchmarks/results) receives the logs and results.
+# importable and mlx's mlx.launch on PATH (the distributed tests launch members with it; pip
+# --target puts it in <target>/bin); MUSER_MLX_CPU_EXTENSION=0 where muser_mlx runs from the
+# source tree without its CPU extension built. OUT (default benchmarks/results) receives the
+# logs and results.
 set -uo pipefail
 OUT="${OUT:-benchmarks/results}"
 mkdir -p "$OUT"
