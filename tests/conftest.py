@@ -31,6 +31,14 @@ FIXTURES = Path(os.environ.get("MUSER_MLX_FIXTURES", Path(__file__).resolve().pa
 E8M0_FINITE_VALUES = 253
 
 
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a Python subprocess that imports muser_mlx from this
+    checkout: the repository first on PYTHONPATH, then the caller's (where mlx may be installed,
+    e.g. by pip --target), and ``extra`` over it."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
 # Where the Gemma 3 270M file is assembled once (outside the repository): MUSER_MLX_CACHE or ~/.cache/muser_mlx.
 CACHE = Path(os.environ.get("MUSER_MLX_CACHE", Path.home() / ".cache" / "muser_mlx"))
 

@@ -24,7 +24,7 @@ from test_as_linear import assert_close, dequantized, moderate
 from muser_mlx import FORMATS, Embedding, Table, as_linear, backends, embedding
 from muser_mlx.backends import cpu
 
-from conftest import assert_bits_equal, random_table_bytes, reference
+from conftest import assert_bits_equal, random_table_bytes, reference, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = (mx.float32, mx.float16, mx.bfloat16)
@@ -143,12 +143,11 @@ def test_head_of_a_strided_x_under_compile_and_its_vjp():
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # mlx may be on it
     return subprocess.run(
         [sys.executable, "-W", "always", "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": path, **env},
+        env=subprocess_env(**env),
         timeout=300,
     )
 

@@ -40,10 +40,11 @@ from muser_mlx import (
     shard_embedding,
     shard_linear,
 )
+from muser_mlx.backends import _GPU_BACKEND
 from muser_mlx.distributed import gather_columns
 from muser_mlx.member_bytes import vocab_rows
 
-from conftest import FIXTURES, random_table_bytes, tables
+from conftest import FIXTURES, random_table_bytes, subprocess_env, tables
 
 TESTS = Path(__file__).resolve().parent
 LAUNCH_TIMEOUT_S = 600  # a guard against a hang: an idle 2-core machine runs a launch in 10-15 s
@@ -83,7 +84,6 @@ def launch(n: int, out: Path, backend: str = "ring") -> list[dict]:
     device = "cpu" if backend == "ring" else "gpu"
     worker = [str(TESTS / "distributed_worker.py"), "--out", str(out), "--backend", backend, "--device", device]
     cmd = [mlx_launch(), "-n", str(n), "--backend", backend, *port, "--", sys.executable, *worker]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")])))
     # mlx.launch forwards its stdin to the members: a pipe held open here, as /dev/null is
     # always readable and would keep its main loop spinning (its threads that poll the members'
     # pipes take a fifth of a core anyway, measured)
@@ -93,7 +93,7 @@ def launch(n: int, out: Path, backend: str = "ring") -> list[dict]:
         stdin=stdin_read,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=env,
+        env=subprocess_env(),
         start_new_session=True,
         text=True,
     )
@@ -114,7 +114,7 @@ def launch(n: int, out: Path, backend: str = "ring") -> list[dict]:
 # The bytes MLX's allocator may hold beyond the arrays' own: a few of scalars in a CPU-only build;
 # a build with a GPU backend serves the CPU device's arrays from that allocator too, which rounds
 # buffers up (CUDA: to 16 KiB, 2,040,204 bytes held as 2,048,000).
-SLACK = 2**20 if mx.metal.is_available() or mx.cuda.is_available() else 4096
+SLACK = 2**20 if _GPU_BACKEND else 4096
 
 TWO_GPUS = mx.cuda.is_available() and mx.device_count(mx.gpu) >= 2 and mx.distributed.is_available("nccl")
 LAUNCHES = [
