@@ -29,7 +29,7 @@ from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x
 
 ALL_QTYPES = tuple(sorted(FORMATS))
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
-MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2)]  # (VTILES, XTILES)
+MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2), (2, 4)]  # (VTILES, XTILES)
 
 X_DTYPES = {mx.float32: 1e-5, mx.float16: 2 * 2.0**-10, mx.bfloat16: 2 * 2.0**-7}
 SMALLEST_NORMAL = {mx.float32: 2.0**-126, mx.float16: 2.0**-14, mx.bfloat16: 2.0**-126}
@@ -110,7 +110,7 @@ def test_cpu_mma_kernel(problem, warps, tiles):
     """kernels/mma.h, CPU dialect (the warp multiply emulated with PTX's fragment layout); up to
     70 table rows: 1-3 warps of 16-64 rows grid-stride or idle; 1-20 rows of x: 1-3 passes."""
     table, data, x = problem
-    with tuning.fixed(MMA_VTILES=tiles[0], MMA_XTILES=tiles[1]):
+    with tuning.fixed(MMA_VTILES=tiles[0], MMA_XTILES=tiles[1], MMA_ONE_PASS_FORMATS=frozenset()):
         assert_close(cpu_mma(table, x, warps), x, dequantized(data, table.qtype))
 
 
@@ -463,7 +463,7 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
         for n in (1, 3, 9, 16, 17, 40):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
             for vtiles, xtiles in MMA_TILES:
-                with tuning.fixed(MMA_VTILES=vtiles, MMA_XTILES=xtiles):
+                with tuning.fixed(MMA_VTILES=vtiles, MMA_XTILES=xtiles, MMA_ONE_PASS_FORMATS=frozenset()):
                     assert_close(head.mma(table, x, "cuda"), x, W)
 
 

@@ -114,10 +114,24 @@ def test_head_kernel_launches(stand_in_cuda):
     calls.clear()
     out = head.mma(table, mx.zeros((9, 512), mx.float32), "cuda")
     (call,) = calls
-    vtiles, xtiles = tuning.mma_layout(9)
+    vtiles, xtiles = tuning.mma_layout(9, table.qtype)
     assert out.shape == (9, 1001) and call["shape"] == (8 * xtiles, 1001)  # whole passes, sliced to n
     assert [a.shape for a in call["inputs"][1:]] == [(3, 8 * xtiles, 512), (32, 8 * xtiles)]  # 3 bfloat16 parts
     assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
+def test_mma_one_pass_beyond_16_rows_by_format(stand_in_cuda, qtype):
+    """From 17 rows the formats of MMA_ONE_PASS_FORMATS take 32 rows of x in one pass
+    (MMA_ONE_PASS_TILES), the others passes of 16; up to 16 rows all take the same layout."""
+    calls = stand_in_cuda
+    table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), qtype, 1001, 512), qtype, 512)
+    for n, (vtiles, xtiles) in ((16, (4, 2)), (20, (2, 4) if qtype == "Q8_0" else (4, 2))):
+        calls.clear()
+        head.mma(table, mx.zeros((n, 512), mx.float16), "cuda")
+        (call,) = calls
+        assert call["shape"] == (-(-n // (8 * xtiles)) * 8 * xtiles, 1001)
+        assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)
 
 
 def test_head_kernels_refuse_what_they_cannot_run(stand_in_cuda):
