@@ -121,7 +121,11 @@ def main() -> None:
                     capture_output=True,
                     text=True,
                     timeout=BATCH_TIMEOUT_S,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                    # this checkout first, then the caller's path (where mlx may be installed by pip --target)
+                    env={
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+                    },
                 )
                 problem = None if run.returncode == 0 else f"exit status {run.returncode}: {run.stderr[-300:]}"
             except subprocess.TimeoutExpired:
