@@ -114,7 +114,7 @@ def test_head_kernel_launches(stand_in_cuda):
     calls.clear()
     out = head.mma(table, mx.zeros((9, 512), mx.float32), "cuda")
     (call,) = calls
-    vtiles, xtiles = tuning.mma_layout(9, table.qtype)
+    vtiles, xtiles = tuning.mma_layout(9, table.qtype, mx.float32)
     assert out.shape == (9, 1001) and call["shape"] == (8 * xtiles, 1001)  # whole passes, sliced to n
     assert [a.shape for a in call["inputs"][1:]] == [(3, 8 * xtiles, 512), (32, 8 * xtiles)]  # 3 bfloat16 parts
     assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)
@@ -122,13 +122,15 @@ def test_head_kernel_launches(stand_in_cuda):
 
 @pytest.mark.parametrize("qtype", ["Q8_0", "Q4_K"])
 def test_mma_one_pass_beyond_16_rows_by_format(stand_in_cuda, qtype):
-    """From 17 rows the formats of MMA_ONE_PASS_FORMATS take 32 rows of x in one pass
-    (MMA_ONE_PASS_TILES), the others passes of 16; up to 16 rows all take the same layout."""
+    """From 17 rows of 16-bit x the formats of MMA_ONE_PASS_FORMATS take 32 rows of x in one
+    pass (MMA_ONE_PASS_TILES), the others, and float32 x, passes of 16; up to 16 rows all take the
+    same layout."""
     calls = stand_in_cuda
     table = Table.from_bytes(random_table_bytes(np.random.default_rng(0), qtype, 1001, 512), qtype, 512)
-    for n, (vtiles, xtiles) in ((16, (4, 2)), (20, (2, 4) if qtype == "Q8_0" else (4, 2))):
+    one_pass = (2, 4) if qtype == "Q8_0" else (4, 2)
+    for n, dtype, (vtiles, xtiles) in ((16, mx.float16, (4, 2)), (20, mx.bfloat16, one_pass), (20, mx.float32, (4, 2))):
         calls.clear()
-        head.mma(table, mx.zeros((n, 512), mx.float16), "cuda")
+        head.mma(table, mx.zeros((n, 512), dtype), "cuda")
         (call,) = calls
         assert call["shape"] == (-(-n // (8 * xtiles)) * 8 * xtiles, 1001)
         assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)

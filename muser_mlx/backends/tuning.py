@@ -73,8 +73,8 @@ TILE_MMA_MAX_ROWS = 64
 TILE_MMA_XROWS = (64, 128)
 # The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
 # of x per pass beyond 8 rows of x; beyond one such pass (16 rows), the formats of
-# MMA_ONE_PASS_FORMATS take MMA_ONE_PASS_TILES, 32 rows of x in one pass over the table rather
-# than two of 16 (measured faster for them, slower for the others).
+# MMA_ONE_PASS_FORMATS take MMA_ONE_PASS_TILES for float16 and bfloat16 x, 32 rows of x in one
+# pass over the table rather than two of 16 (measured faster for them, slower for the others).
 MMA_VTILES = 4
 MMA_XTILES = 2
 MMA_ONE_PASS_TILES = (2, 4)
@@ -140,8 +140,9 @@ def tile_mma_xrows(n: int) -> int:
     return _holding(TILE_MMA_XROWS, n)
 
 
-def mma_layout(n: int, qtype: str) -> tuple[int, int]:
-    """(VTILES, XTILES) of kernels/mma.h for ``n`` rows of x against a table of ``qtype``."""
-    if n > 8 * MMA_XTILES and qtype in MMA_ONE_PASS_FORMATS:
+def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
+    """(VTILES, XTILES) of kernels/mma.h for ``n`` rows of x of ``dtype`` against a table of
+    ``qtype`` (the one pass for float16 and bfloat16 x, where it was measured)."""
+    if n > 8 * MMA_XTILES and dtype != mx.float32 and qtype in MMA_ONE_PASS_FORMATS:
         return MMA_ONE_PASS_TILES
     return MMA_VTILES, 1 if n <= 8 else MMA_XTILES
