@@ -61,7 +61,9 @@ def random_ops(rng, header_bytes: int, size: int) -> list[tuple]:
 def worker(seed: int, count: int, scratch: Path) -> None:
     """Run ``count`` inputs; print one JSON line of outcome counts. Before each input, its bytes
     are written to ``scratch/current.gguf``, so the parent can keep what a crash left there."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    # this checkout's muser_mlx and tests' helpers first, then the inherited path (where mlx may be
+    # installed by pip --target)
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
     import numpy as np
 
     from gguf_files import check_outcome, mutate, tensor_info_offsets, write_gguf
@@ -121,11 +123,6 @@ def main() -> None:
                     capture_output=True,
                     text=True,
                     timeout=BATCH_TIMEOUT_S,
-                    # this checkout first, then the caller's path (where mlx may be installed by pip --target)
-                    env={
-                        **os.environ,
-                        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                    },
                 )
                 problem = None if run.returncode == 0 else f"exit status {run.returncode}: {run.stderr[-300:]}"
             except subprocess.TimeoutExpired:
