@@ -3,6 +3,7 @@ the Glimmer-shaped random tables, and result files with the machine, date and ML
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
 import platform
@@ -16,6 +17,13 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 # The token embedding of Muse Glimmer (mlx-lm's muse_glimmer): 6,656 values per row, 202,048 rows.
 GLIMMER = dict(dims=6656, vocab=202048)
+
+
+def tuning_constants(text: str) -> dict:
+    """``"NAME=VALUE;NAME=VALUE"`` (Python literals) -> the keyword arguments of
+    ``muser_mlx.backends.tuning.fixed``."""
+    pairs = (item.split("=", 1) for item in text.split(";") if item)
+    return {name.strip(): ast.literal_eval(value) for name, value in pairs}
 
 
 def fresh_ids(vocab: int, n: int):
@@ -99,6 +107,8 @@ def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarr
     from muser_mlx.formats import FLOAT_KINDS
 
     fmt = FORMATS[qtype]
+    if dims % fmt.block_values:
+        raise ValueError(f"{qtype} rows are whole blocks of {fmt.block_values} values; dims {dims} is not")
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(vocab * dims // fmt.block_values, fmt.block_bytes), dtype=np.uint8)
     scale = 0.02 if fmt.block_values == 1 else 1e-3

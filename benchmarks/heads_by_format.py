@@ -1,6 +1,6 @@
-"""The one-row LM head of every format, against the copy bandwidth of the same run.
+"""The LM head of every format at one row of x (or --rows), against the copy bandwidth of the same run.
 
-Per format: ``muser_mlx.as_linear`` of one row of x (float16 by default) over a random table at
+Per format: ``muser_mlx.as_linear`` of one row of x (float16 by default; ``--rows n``: n rows) over a random table at
 Muse Glimmer's shape (dims 6,656, vocab 202,048: mlx-lm's ``muse_glimmer``), queued in one
 evaluation (common.queued_seconds: device time per call), the kernel that
 ``backends.head.choose`` picks for it, and the table's bytes over that time as a share of the
@@ -8,6 +8,7 @@ copy bandwidth (a float32 elementwise copy, read + write, measured before every 
 
     python benchmarks/heads_by_format.py                       # every format
     python benchmarks/heads_by_format.py --formats Q4_K Q5_0 --stem heads_some   # some
+    python benchmarks/heads_by_format.py --formats Q5_0 --rows 16 --settings HEAD_THREADGROUP=64
 
 Prints a table and writes benchmarks/results/heads_by_format_<cpu|gpu>.{md,json}.
 """
@@ -20,9 +21,9 @@ import mlx.core as mx
 import numpy as np
 
 from muser_mlx import FORMATS, Table, as_linear, backends
-from muser_mlx.backends import head
+from muser_mlx.backends import head, tuning
 
-from common import GLIMMER, copy_bandwidth, markdown, queued_seconds, random_q_bytes, save
+from common import GLIMMER, copy_bandwidth, markdown, queued_seconds, random_q_bytes, save, tuning_constants
 
 QUEUED = 8
 
@@ -31,50 +32,82 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--formats", nargs="+", default=sorted(FORMATS))
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--rows", type=int, default=1, help="rows of x")
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"], help="x's dtype")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    p.add_argument(
+        "--settings",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE[;NAME=VALUE]",
+        help="also time each format under these tuning constants (Python literals), e.g. HEAD_THREADGROUP=64",
+    )
     p.add_argument("--stem", default="heads_by_format", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     dtype, backend = getattr(mx, args.dtype), backends.select("auto")
-    x = mx.array(np.random.default_rng(1).standard_normal((1, args.dims)).astype(np.float32)).astype(dtype)
+    x = mx.array(np.random.default_rng(1).standard_normal((args.rows, args.dims)).astype(np.float32)).astype(dtype)
 
-    rows, results = [], {"dims": args.dims, "vocab": args.vocab, "x_dtype": args.dtype, "backend": backend, "runs": []}
+    rows, results = (
+        [],
+        {
+            "dims": args.dims,
+            "vocab": args.vocab,
+            "x_dtype": args.dtype,
+            "rows": args.rows,
+            "backend": backend,
+            "runs": [],
+        },
+    )
+    settings = ["", *args.settings]
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, args.vocab, args.dims), qtype, args.dims)
         mx.eval(table.data)
         copy = copy_bandwidth(1.0)
-        seconds = queued_seconds(lambda i: (x,), lambda x, table=table: as_linear(table, x), args.reps, QUEUED)[0]
-        share = table.nbytes / seconds / copy
-        kernel = head.choose(table, 1, dtype, backend)
-        results["runs"].append(
-            {
-                "format": qtype,
-                "kernel": kernel,
-                "table_bytes": table.nbytes,
-                "seconds": seconds,
-                "copy_bytes_per_s": copy,
-            }
-        )
-        rows.append(
-            [
-                qtype,
-                kernel,
-                f"{table.nbytes / 2**20:.0f}",
-                f"{1e3 * seconds:.3f}",
-                f"{table.nbytes / seconds / 1e9:.0f}",
-                f"{copy / 1e9:.0f}",
-                f"{100 * share:.0f}%",
-            ]
-        )
-        print(*rows[-1], sep="\t", flush=True)
+        for setting in settings:
+            with tuning.fixed(**tuning_constants(setting)):
+                seconds = queued_seconds(lambda i: (x,), lambda x, t=table: as_linear(t, x), args.reps, QUEUED)[0]
+                kernel = head.choose(table, args.rows, dtype, backend)
+            share = table.nbytes / seconds / copy
+            results["runs"].append(
+                {
+                    "format": qtype,
+                    "kernel": kernel,
+                    "setting": setting,
+                    "table_bytes": table.nbytes,
+                    "seconds": seconds,
+                    "copy_bytes_per_s": copy,
+                }
+            )
+            rows.append(
+                [
+                    qtype,
+                    kernel,
+                    setting or "as tuned",
+                    f"{table.nbytes / 2**20:.0f}",
+                    f"{1e3 * seconds:.3f}",
+                    f"{table.nbytes / seconds / 1e9:.0f}",
+                    f"{copy / 1e9:.0f}",
+                    f"{100 * share:.0f}%",
+                ]
+            )
+            print(*rows[-1], sep="\t", flush=True)
 
-    table_md = markdown(["format", "kernel", "table MiB", "ms per call", "GB/s", "copy GB/s", "of copy"], rows)
+    table_md = markdown(
+        ["format", "kernel", "tuning", "table MiB", "ms per call", "GB/s", "copy GB/s", "of copy"], rows
+    )
     table_md += (
-        f"\n\nOne row of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
+        f"\n\n{args.rows} row(s) of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
         f"{2 * QUEUED} queued calls, median of {args.reps}."
     )
-    print(save(args.stem, f"One-row head by format, dims {args.dims:,} vocab {args.vocab:,}", table_md, results))
+    print(
+        save(
+            args.stem,
+            f"Head by format, {args.rows} row(s) of x, dims {args.dims:,} vocab {args.vocab:,}",
+            table_md,
+            results,
+        )
+    )
 
 
 if __name__ == "__main__":

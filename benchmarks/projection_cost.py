@@ -26,7 +26,6 @@ Prints a table and writes benchmarks/results/<stem>_<cpu|gpu>.{md,json} (stem: p
 from __future__ import annotations
 
 import argparse
-import ast
 import statistics
 import time
 
@@ -36,7 +35,7 @@ from mlx import nn
 from muser_mlx import Linear, Table, backends
 from muser_mlx.backends import head, tuning
 
-from common import alternating_medians, markdown, random_q_bytes, save
+from common import alternating_medians, markdown, random_q_bytes, save, tuning_constants
 
 SHAPES = ((640, 2048, "Q5_0"), (2048, 640, "Q6_K"))  # (input, output, type): gate_proj, down_proj
 
@@ -79,11 +78,6 @@ def host_seconds(fn, x, reps: int) -> float:
     return statistics.median(times)
 
 
-def _setting(text: str) -> tuple[str, object]:
-    name, value = text.split("=", 1)
-    return name.strip(), ast.literal_eval(value)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--links", type=int, default=64, help="projections per chain")
@@ -121,7 +115,7 @@ def main() -> None:
         contenders["matvec kernel alone (launch built once)"] = (chain(alone, args.links), x3.reshape(1, -1), {})
         for spec in args.kernels:
             kernel, _, settings = spec.partition(":")
-            constants = dict(_setting(s) for s in settings.split(";") if s)
+            constants = tuning_constants(settings)
             alone = [kernel_alone(layer, backend, kernel, constants) for layer in ours]
             contenders[f"{kernel} kernel alone, {settings or 'as tuned'}"] = (
                 chain(alone, args.links),

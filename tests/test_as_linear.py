@@ -468,6 +468,29 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
+@pytest.mark.parametrize("threadgroup", [32, 64, 128])
+def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
+    """tuning.HEAD_THREADGROUP decides which warps share a threadgroup, never a logit: the
+    streamed kernels' logits at 32-128 threads are those at 256 bit for bit, a vocab no warp
+    count divides, a grid format among them (each threadgroup fills its own shared grid)."""
+    rng = np.random.default_rng(threadgroup)
+    for qtype in ("Q4_K", "Q5_0", "IQ2_XXS", "F16"):
+        data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
+        table = Table.from_bytes(data, qtype, 512)
+        kernels = [head.matvec]
+        if table.format.quantized and _GPU_BACKEND == "cuda":
+            kernels += [head.bytedot, head.mma]
+        for n in (1, 16):
+            x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
+            for kernel in kernels:
+                expected = kernel(table, x, _GPU_BACKEND)
+                with tuning.fixed(HEAD_THREADGROUP=threadgroup):
+                    got = kernel(table, x, _GPU_BACKEND)
+                assert np.array_equal(np.array(got), np.array(expected)), (qtype, n, kernel.__name__)
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the matrix-unit kernel)")
 @pytest.mark.parametrize("qtype", ALL_QTYPES)
 def test_gpu_tile_mma_every_format(qtype):

@@ -48,6 +48,11 @@ COMPILED_ROWS = MATVEC_MAX_ROWS
 TILE_BYTES = 1 << 30
 TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 
+# Threads per threadgroup of the streamed heads (matvec, bytedot, mma; "What bounds the heads"): an SM
+# holds whole threadgroups, so at R registers a thread it holds 65,536 / (R * HEAD_THREADGROUP)
+# of them, rounded down; 64 and 128 measured no faster.
+HEAD_THREADGROUP = 256
+
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
 # MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
 # lane and step (VALUES, a whole run of 16 where dims allow).
