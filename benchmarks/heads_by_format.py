@@ -1,6 +1,6 @@
-"""The LM head of every format at one row of x (or --rows), against the copy bandwidth of the same run.
+"""The LM head of every format, against the copy bandwidth of the same run.
 
-Per format: ``muser_mlx.as_linear`` of one row of x (float16 by default; ``--rows n``: n rows) over a random table at
+Per format: ``muser_mlx.as_linear`` of one row of x (``--rows``; float16 by default) over a random table at
 Muse Glimmer's shape (dims 6,656, vocab 202,048: mlx-lm's ``muse_glimmer``), queued in one
 evaluation (common.queued_seconds: device time per call), the kernel that
 ``backends.head.choose`` picks for it, and the table's bytes over that time as a share of the
@@ -48,17 +48,15 @@ def main() -> None:
     dtype, backend = getattr(mx, args.dtype), backends.select("auto")
     x = mx.array(np.random.default_rng(1).standard_normal((args.rows, args.dims)).astype(np.float32)).astype(dtype)
 
-    rows, results = (
-        [],
-        {
-            "dims": args.dims,
-            "vocab": args.vocab,
-            "x_dtype": args.dtype,
-            "rows": args.rows,
-            "backend": backend,
-            "runs": [],
-        },
-    )
+    rows = []
+    results = {
+        "dims": args.dims,
+        "vocab": args.vocab,
+        "x_dtype": args.dtype,
+        "rows": args.rows,
+        "backend": backend,
+        "runs": [],
+    }
     settings = ["", *args.settings]
     for qtype in args.formats:
         table = Table.from_bytes(random_q_bytes(qtype, args.vocab, args.dims), qtype, args.dims)
