@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -70,13 +71,14 @@ def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
         digest.update(header.read_bytes())  # a changed prelude or shim is a new build
     key = digest.hexdigest()[:20]
     lib = BUILD / f"{key}.so"
+    # built under this process's own names, then moved in whole: test runs side by side share BUILD
     if not lib.exists():
-        src = BUILD / f"{key}.cpp"
+        src, built = BUILD / f"{key}.{os.getpid()}.cpp", BUILD / f"{key}.{os.getpid()}.so"
         src.write_text(source)
         flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-attributes"]
-        cmd = [CXX, *flags, *[f"-I{p}" for p in include], str(src), "-o", str(lib) + ".tmp"]
+        cmd = [CXX, *flags, *[f"-I{p}" for p in include], str(src), "-o", str(built)]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
-        Path(str(lib) + ".tmp").rename(lib)
+        os.replace(built, lib)
     return ctypes.CDLL(str(lib))
 
 

@@ -13,6 +13,7 @@ compiles, it does not run (kernel_harness runs the same source against metal_on_
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -56,15 +57,15 @@ def compile_ir(source: str) -> str:
             digest.update(header.read_bytes())
     key = digest.hexdigest()[:20]
     ir = BUILD / f"metal_{key}.ll"
-    if not ir.exists():
-        src = BUILD / f"metal_{key}.cpp"
+    if not ir.exists():  # under this process's own names, then moved in whole (kernel_harness)
+        src, built = BUILD / f"metal_{key}.{os.getpid()}.cpp", BUILD / f"metal_{key}.{os.getpid()}.ll"
         src.write_text(source)
         done = subprocess.run(
-            [CLANG, *FLAGS, f"-I{SHIM}", f"-I{KERNELS}", str(src), "-o", f"{ir}.tmp"], capture_output=True, text=True
+            [CLANG, *FLAGS, f"-I{SHIM}", f"-I{KERNELS}", str(src), "-o", str(built)], capture_output=True, text=True
         )
         if done.returncode:
             raise MetalError(done.stderr)
-        Path(f"{ir}.tmp").rename(ir)
+        os.replace(built, ir)
     return ir.read_text()
 
 
