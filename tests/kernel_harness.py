@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import mlx.core as mx
@@ -64,22 +65,32 @@ C_TYPES = {  # mx dtype -> (C++ type in the CPU dialect, NumPy dtype of the byte
 }
 
 
-def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
+def built(source: str, include: list[Path], name: str, compile: Callable[[Path, Path], None]) -> Path:
+    """BUILD's file ``name`` (a pattern of one ``{}``: the key) for ``source`` and the files of the
+    ``include`` folders (a changed prelude or shim is a new key), made where it is missing by
+    ``compile(cpp, out)`` from ``source`` written to ``cpp``, both under this process's own names,
+    and moved in whole: test runs side by side share BUILD."""
     BUILD.mkdir(exist_ok=True)
     digest = hashlib.sha256(source.encode())
     for header in sorted(f for d in include for f in d.iterdir() if f.is_file()):
-        digest.update(header.read_bytes())  # a changed prelude or shim is a new build
-    key = digest.hexdigest()[:20]
-    lib = BUILD / f"{key}.so"
-    # built under this process's own names, then moved in whole: test runs side by side share BUILD
-    if not lib.exists():
-        src, built = BUILD / f"{key}.{os.getpid()}.cpp", BUILD / f"{key}.{os.getpid()}.so"
-        src.write_text(source)
-        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-attributes"]
-        cmd = [CXX, *flags, *[f"-I{p}" for p in include], str(src), "-o", str(built)]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
-        os.replace(built, lib)
-    return ctypes.CDLL(str(lib))
+        digest.update(header.read_bytes())
+    target = BUILD / name.format(digest.hexdigest()[:20])
+    if not target.exists():
+        own = f"{BUILD / target.stem}.{os.getpid()}"
+        cpp, out = Path(f"{own}.cpp"), Path(f"{own}{target.suffix}")
+        cpp.write_text(source)
+        compile(cpp, out)
+        os.replace(out, target)
+    return target
+
+
+def _compile(source: str, include: list[Path]) -> ctypes.CDLL:
+    flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-Wno-attributes", *[f"-I{p}" for p in include]]
+
+    def cxx(cpp: Path, out: Path) -> None:
+        subprocess.run([CXX, *flags, str(cpp), "-o", str(out)], check=True, capture_output=True, text=True)
+
+    return ctypes.CDLL(str(built(source, include, "{}.so", cxx)))
 
 
 def _cpu_lib(template_header: str, run: str) -> ctypes.CDLL:

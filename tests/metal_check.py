@@ -12,14 +12,12 @@ compiles, it does not run (kernel_harness runs the same source against metal_on_
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-from kernel_harness import BUILD, KERNELS
+from kernel_harness import KERNELS, built
 
 CLANG = shutil.which("clang++")
 SHIM = Path(__file__).parent / "metal_checked"
@@ -49,24 +47,16 @@ class MetalError(Exception):
 
 def compile_ir(source: str) -> str:
     """LLVM IR of ``source`` compiled as Metal (see the module's docstring); ``MetalError`` with
-    clang's diagnostics where it does not compile. Kept per source in BUILD."""
-    BUILD.mkdir(exist_ok=True)
-    digest = hashlib.sha256(source.encode())
-    for header in sorted([*SHIM.iterdir(), *KERNELS.iterdir()]):
-        if header.is_file():
-            digest.update(header.read_bytes())
-    key = digest.hexdigest()[:20]
-    ir = BUILD / f"metal_{key}.ll"
-    if not ir.exists():  # under this process's own names, then moved in whole (kernel_harness)
-        src, built = BUILD / f"metal_{key}.{os.getpid()}.cpp", BUILD / f"metal_{key}.{os.getpid()}.ll"
-        src.write_text(source)
+    clang's diagnostics where it does not compile. Kept per source in kernel_harness.BUILD."""
+
+    def clang(cpp: Path, out: Path) -> None:
         done = subprocess.run(
-            [CLANG, *FLAGS, f"-I{SHIM}", f"-I{KERNELS}", str(src), "-o", str(built)], capture_output=True, text=True
+            [CLANG, *FLAGS, f"-I{SHIM}", f"-I{KERNELS}", str(cpp), "-o", str(out)], capture_output=True, text=True
         )
         if done.returncode:
             raise MetalError(done.stderr)
-        os.replace(built, ir)
-    return ir.read_text()
+
+    return built(source, [SHIM, KERNELS], "metal_{}.ll", clang).read_text()
 
 
 def call_graph(ir: str) -> dict[str, set[str]]:
