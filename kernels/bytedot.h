@@ -82,22 +82,6 @@ struct ByteLanes {
   }
 };
 
-// The rows as the decoders take them: the table's byte pointers, or where the rows are whole words
-// and the blocks are not (the 2- and 1-byte-aligned formats at most dims) and the format takes
-// word_rows (formats.h), the prelude's muser_row, where it has one (CUDA).
-template <typename F, int DIMS, typename TableP,
-          bool WORD_ROWS = F::word_rows && (DIMS / F::block_values * F::block_bytes) % 4 == 0 &&
-                           F::block_bytes % 4 != 0>
-struct row_type {
-  typedef TableP type;
-};
-#ifdef MUSER_ROW
-template <typename F, int DIMS, typename TableP>
-struct row_type<F, DIMS, TableP, true> {
-  typedef muser_row type;
-};
-#endif
-
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
           typename OutP>
 MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {

@@ -20,6 +20,9 @@
 // Per pass a warp reads its ROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // COLS * DIMS * PARTS values of xh (from cache: every warp shares x); n > COLS re-streams the table.
 // Every lane of a warp runs the same trip counts, so all 32 reach each muser_mma.
+// WORD_ROWS: the decoders take the table rows as formats.h's row_type allows them (the prelude's
+// muser_row where the rows are whole words), else as byte pointers (backends/tuning.py:
+// mma_word_rows, where each was measured faster).
 // Needs from lanes_<dialect>.h: muser_level_pairs, muser_mma (in xh's type); from the prelude: muser_store.
 #pragma once
 #include "formats.h"
@@ -28,8 +31,8 @@ namespace muser {
 
 enum { mma_rows = 16, mma_cols = 8 };
 
-template <typename F, int DIMS, int VOCAB, int PARTS, int VTILES, int XTILES, typename TableP, typename XP,
-          typename SumP, typename OutP>
+template <typename F, int DIMS, int VOCAB, int PARTS, int VTILES, int XTILES, int WORD_ROWS, typename TableP,
+          typename XP, typename SumP, typename OutP>
 MUSER_FN void mma_matvec(TableP table, XP xh, SumP x_sums, uint32_t n, OutP out, uint32_t thread_index,
                          uint32_t thread_count) {
   F::share_grid();
@@ -37,12 +40,13 @@ MUSER_FN void mma_matvec(TableP table, XP xh, SumP x_sums, uint32_t n, OutP out,
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % 32, g = lane / 4, t = lane % 4;
   const uint32_t step = thread_count / 32 * ROWS;
+  typedef typename row_type<F, DIMS, TableP, WORD_ROWS != 0>::type RowP;
   for (uint32_t r0 = thread_index / 32 * ROWS; r0 < uint32_t(VOCAB); r0 += step) {
-    TableP rows[VTILES][2];  // table rows 16v + g and 16v + g + 8; past the end: the last row, stored nowhere
+    RowP rows[VTILES][2];  // table rows 16v + g and 16v + g + 8; past the end: the last row, stored nowhere
     for (int v = 0; v < VTILES; ++v) {
       for (int h = 0; h < 2; ++h) {
         const uint32_t r = r0 + mma_rows * v + g + 8 * h;
-        rows[v][h] = table + (r < uint32_t(VOCAB) ? r : uint32_t(VOCAB) - 1) * row_bytes;
+        rows[v][h] = RowP(table + (r < uint32_t(VOCAB) ? r : uint32_t(VOCAB) - 1) * row_bytes);
       }
     }
     for (uint32_t m0 = 0; m0 < n; m0 += COLS) {

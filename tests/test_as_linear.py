@@ -455,7 +455,8 @@ def test_gpu_matvec_every_format_and_pass_width(qtype):
 @pytest.mark.parametrize("qtype", QUANTIZED)
 def test_gpu_mma_every_format_dtype_and_tiling(qtype):
     """The matrix-unit kernel for every quantized format and x dtype, partial passes and a
-    vocab no tiling divides evenly."""
+    vocab no tiling divides evenly; every tiling with the rows as byte pointers and, for 16-bit x,
+    as whole words (WORD_ROWS)."""
     rng = np.random.default_rng(9)
     data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
     table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
@@ -463,8 +464,10 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
         for n in (1, 3, 9, 16, 17, 40):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
             for vtiles, xtiles in MMA_TILES:
-                with tuning.fixed(MMA_VTILES=vtiles, MMA_XTILES=xtiles, MMA_ONE_PASS_FORMATS=frozenset()):
-                    assert_close(head.mma(table, x, "cuda"), x, W)
+                for word_rows in (frozenset(), frozenset({(vtiles, xtiles)})):
+                    layout = dict(MMA_VTILES=vtiles, MMA_XTILES=xtiles, MMA_ONE_PASS_FORMATS=frozenset())
+                    with tuning.fixed(**layout, MMA_WORD_ROWS_TILES=word_rows, MMA_BYTE_ROWS_FORMATS=frozenset()):
+                        assert_close(head.mma(table, x, "cuda"), x, W)
 
 
 @pytest.mark.gpu

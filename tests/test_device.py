@@ -136,6 +136,23 @@ def test_mma_one_pass_beyond_16_rows_by_format(stand_in_cuda, qtype):
         assert call["grid"] == (-(-1001 // (16 * vtiles)) * 32, 1, 1)
 
 
+def test_mma_word_rows_by_layout_format_and_dtype():
+    """kernels/mma.h takes its rows as whole words (WORD_ROWS) in the layouts of
+    MMA_WORD_ROWS_TILES (4 x 2: 9-16 rows, and 17-32 for the formats outside MMA_ONE_PASS_FORMATS)
+    of 16-bit x, never for MMA_BYTE_ROWS_FORMATS or float32 x."""
+    rng = np.random.default_rng(0)
+    tables = {q: Table.from_bytes(random_table_bytes(rng, q, 64, 512), q, 512) for q in ("Q8_0", "Q4_0", "IQ2_XXS")}
+    for qtype, n, dtype, word_rows in (
+        ("Q8_0", 16, mx.float16, 1),
+        ("Q8_0", 4, mx.float16, 0),  # 4 x 1
+        ("Q8_0", 20, mx.bfloat16, 0),  # the one pass, 2 x 4
+        ("Q4_0", 20, mx.bfloat16, 1),  # two passes of 4 x 2
+        ("IQ2_XXS", 16, mx.float16, 0),
+        ("Q8_0", 16, mx.float32, 0),
+    ):
+        assert head.mma_launch(tables[qtype], mx.zeros((n, 512), dtype)).define("WORD_ROWS") == word_rows, (qtype, n)
+
+
 def test_head_kernels_refuse_what_they_cannot_run(stand_in_cuda):
     rng = np.random.default_rng(1)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 5, 256), "Q4_K", 256)

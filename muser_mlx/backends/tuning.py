@@ -84,6 +84,12 @@ MMA_VTILES = 4
 MMA_XTILES = 2
 MMA_ONE_PASS_TILES = (2, 4)
 MMA_ONE_PASS_FORMATS = frozenset({"Q8_0", "Q5_0", "Q6_K", "Q4_1", "Q5_1", "Q3_K", "NVFP4", "IQ2_S"})
+# Table rows as whole words (kernels/mma.h's WORD_ROWS: the prelude's muser_row, where a format's
+# rows are whole words and its blocks are not) for 16-bit x in the layouts of MMA_WORD_ROWS_TILES
+# but for the formats of MMA_BYTE_ROWS_FORMATS: measured faster there, slower in the other layouts
+# and for those formats, not timed for float32 x ("Matrix units").
+MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
+MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 
 
 @contextmanager
@@ -151,3 +157,9 @@ def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
     if n > 8 * MMA_XTILES and dtype != mx.float32 and qtype in MMA_ONE_PASS_FORMATS:
         return MMA_ONE_PASS_TILES
     return MMA_VTILES, 1 if n <= 8 else MMA_XTILES
+
+
+def mma_word_rows(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> bool:
+    """Whether kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of ``dtype`` reads a
+    ``qtype`` table's rows as whole words where they are (WORD_ROWS)."""
+    return dtype != mx.float32 and tiles in MMA_WORD_ROWS_TILES and qtype not in MMA_BYTE_ROWS_FORMATS
