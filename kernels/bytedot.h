@@ -16,6 +16,7 @@
 // muser_sum, from the prelude muser_store.
 #pragma once
 #include "matvec.h"
+#include "table_rows.h"
 #include "xruns.h"
 
 namespace muser {

@@ -118,7 +118,7 @@ struct Format;
 // per run that nvcc keeps (0 * x is not 0 for every float x), and the matrix units' loads of x's
 // run sums.
 // word_rows: 1 where the byte dot products and the matrix units may read a row of whole words
-// through the prelude's muser_row (row_type, below), 0 for Q3_K, Q6_K, IQ2_S and IQ3_S, whose
+// through the prelude's muser_row (table_rows.h: row_type), 0 for Q3_K, Q6_K, IQ2_S and IQ3_S, whose
 // one-row heads measured slower with it ("Aligned loads").
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
@@ -137,23 +137,6 @@ struct ByteLevels {
   template <int RUNS, typename P>  // not called where decodes_runs is 0
   static MUSER_FN void run_levels(P, uint32_t, MUSER_LOCAL uint32_t*, MUSER_LOCAL Affine*) {}
 };
-
-// The rows as a kernel's decoders take them: the table's byte pointers, or where the rows are whole
-// words and the blocks are not (the 2- and 1-byte-aligned formats at most dims), the format takes
-// word_rows and the kernel asks for them (ALLOW: kernels/mma.h's WORD_ROWS), the prelude's
-// muser_row, where it has one (CUDA).
-template <typename F, int DIMS, typename TableP, bool ALLOW = true,
-          bool WORD_ROWS = ALLOW && F::word_rows && (DIMS / F::block_values * F::block_bytes) % 4 == 0 &&
-                           F::block_bytes % 4 != 0>
-struct row_type {
-  typedef TableP type;
-};
-#ifdef MUSER_ROW
-template <typename F, int DIMS, typename TableP, bool ALLOW>
-struct row_type<F, DIMS, TableP, ALLOW, true> {
-  typedef muser_row type;
-};
-#endif
 
 // A 16-bit float format F (F16, BF16): one little-endian 16-bit float per value, values i .. i+N-1
 // 2N-byte aligned; F::to_float(bits) is the value as float32 (scale 1, offset 0), and

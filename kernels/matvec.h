@@ -29,7 +29,7 @@ enum { warp_lanes = muser_warp_lanes };
 // Lanes::add(rows, x, m0, live, lane, dims, acc) adds the lane's share of logit (m0 + m, row v) to
 // acc[v][m] for the VROWS table rows rows[v] (in a table of fewer than VROWS rows, its last row
 // again, stored nowhere) and the live <= ROWS rows of x from m0 (the rest are never stored);
-// RowP(p) is the row at byte pointer p as the decoders take it (formats.h: row_type).
+// RowP(p) is the row at byte pointer p as the decoders take it (table_rows.h: row_type).
 template <typename F, int ROWS, int VROWS, typename Lanes, typename RowP, typename TableP, typename XP, typename OutP>
 MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
                             uint32_t thread_index, uint32_t thread_count) {
