@@ -12,7 +12,7 @@ whole kernels/ folder; tuning.fixed(KERNEL_SOURCES=...), the package's one seam 
 that all give the same output, and times queued calls (common.queued_seconds): lookups of 4,096
 and 32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x,
 mma at 16) and of F16 (matvec at 1 row), with --head-formats those formats' heads at --head-rows
-rows of float16 x (the kernel backends.head.choose picks), each against the table bytes it
+rows of float16 x (the kernel backends.head.choose picks, or --head-kernel), each against the table bytes it
 streams. (Python code is not compared: benchmarks/tree_ab.py does.)
 """
 
@@ -66,6 +66,9 @@ def main() -> None:
     p.add_argument("--heads", action="store_true", help="also the LM heads (HEADS)")
     p.add_argument("--head-formats", nargs="*", default=[], help="the heads of these formats")
     p.add_argument("--head-rows", nargs="+", type=int, default=[1], help="rows of x for --head-formats")
+    p.add_argument(
+        "--head-kernel", choices=list(head.HEADS), help="this head kernel at every row count, not the one chosen"
+    )
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
@@ -98,7 +101,9 @@ def main() -> None:
     heads = list(HEADS if args.heads else ())
     for qtype in args.head_formats:
         table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
-        heads += [(table, head.choose(table, rows, mx.float16, "cuda"), rows) for rows in args.head_rows]
+        heads += [
+            (table, args.head_kernel or head.choose(table, rows, mx.float16, "cuda"), rows) for rows in args.head_rows
+        ]
     for table, kernel, rows in heads:
         if isinstance(table, str):
             table = Table.from_bytes(random_q_bytes(table, vocab, dims), table, dims)

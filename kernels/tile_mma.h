@@ -8,16 +8,18 @@
 // b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
 // The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
 // format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
-// byte at its table address's offset mod 16, so the decoders' loads keep the widths the table's
-// alignment gives them. Per step of tile_k (32) values every thread decodes 16 values of one row
-// from there (decode<F, 16>: the gather's float32 values, rounded to H as the gather into H rounds
-// them, so the products are those of the tiled path's matmul) and loads its share of x's XROWS x
-// 32 values, into the value buffers the step after reads; warp w multiplies table rows 32 (w % 4)
-// .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffers before, 2 x XROWS / 16 m16n8k16
-// multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
-// muser_ldmatrix4. One barrier per step (and one per chunk, for its copies): a buffer is written a
-// step (a chunk) after the one that read it finished. The sums go out through shared memory as
-// H, 16 bytes per store along a row of out.
+// row by the two threads that decode it, each byte at its table address's offset mod 16, so the
+// decoders' loads keep the widths the table's alignment gives them. x comes the same way, a step
+// of XROWS x tile_k (32) values at a time, into a ring of XSTAGES steps, AHEAD = XSTAGES - 1 steps
+// before the step that multiplies it (through registers where x is off a 16-byte boundary). Per
+// step every thread decodes 16 values of one row from its chunk (decode<F, 16>: the gather's
+// float32 values, rounded to H as the gather into H rounds them, so the products are those of the
+// tiled path's matmul) into the value buffer the step after reads; warp w multiplies table rows
+// 32 (w % 4) .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16
+// m16n8k16 multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
+// muser_ldmatrix4. One barrier per step: a buffer is written a step (a chunk, an x stage AHEAD
+// steps) after the step that read it. The sums go out through shared memory as H, 16 bytes per
+// store along a row of out.
 // Shared tiles hold rows of 32 values (64 bytes, four 16-byte chunks); chunk c of row q lies at
 // chunk c ^ (q / 2 % 4) (tile_at), so the 8 rows one muser_ldmatrix4 matrix reads, and the rows the
 // decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
@@ -57,8 +59,8 @@ MUSER_FN void pack_h(const float* v, uint32_t* w) {
   }
 }
 
-template <typename F, int DIMS, int VOCAB, int XROWS, int CHUNK, int RAW, int SHARED, typename TableP, typename XP,
-          typename OutP>
+template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, typename TableP,
+          typename XP, typename OutP>
 MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
@@ -67,52 +69,52 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     CHUNKS = (DIMS + CHUNK - 1) / CHUNK,
     CHUNK_BYTES = CHUNK / F::block_values * F::block_bytes,
     A_VALUES = tile_rows * tile_k,           // one buffer of table values
-    B_VALUES = XROWS * tile_k,               // one buffer of x values
-    X_CHUNKS = B_VALUES / 8 / tile_threads,  // 16-byte pieces of x per thread and step
+    B_VALUES = XROWS * tile_k,               // one stage of x values
+    X_PIECES = B_VALUES / 8 / tile_threads,  // 16-byte pieces of x per thread and step
+    AHEAD = XSTAGES - 1,                     // steps of x in flight beyond the one multiplied
     WARP_COLS = XROWS / 2,                   // x rows per warp
     NT = WARP_COLS / 8,                      // n8 tiles per warp
   };
   static_assert(CHUNK % tile_k == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
+  static_assert(AHEAD >= 1 && AHEAD < CHUNK_STEPS, "x runs ahead of the step multiplied, not past a chunk");
   static_assert(RAW % 16 == 0 && RAW >= (CHUNK_BYTES + 15) / 16 * 16 + 16, "a row's chunk and its alignment fit");
-  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * 2 * (A_VALUES + B_VALUES), "the shared bytes backends/head.py asks");
-  static_assert(XROWS * tile_rows <= 2 * (A_VALUES + B_VALUES), "the output tile fits the value buffers");
+  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES),
+                "the shared bytes head.py asks");
+  static_assert(XROWS * tile_rows <= 2 * A_VALUES + XSTAGES * B_VALUES, "the output tile fits the value buffers");
   F::share_grid();
-  uint8_t* raw = muser_dynamic_shared();  // [2][tile_rows][RAW] bytes, then the value buffers
+  uint8_t* raw = muser_dynamic_shared();                         // [2][tile_rows][RAW] bytes, then the value buffers
   H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
-  H* b_tiles = a_tiles + 2 * A_VALUES;                           // [2][XROWS][tile_k]
+  H* b_tiles = a_tiles + 2 * A_VALUES;                           // [XSTAGES][XROWS][tile_k]
   H* out_tile = a_tiles;                                         // [XROWS][tile_rows], at the end
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
   const uint32_t x_tiles = (n + XROWS - 1) / XROWS;
   const uint32_t r0 = group / x_tiles * tile_rows, m0 = group % x_tiles * XROWS;
-  const uint32_t a_row = thread / 2, a_k = 16 * (thread % 2);  // the values this thread decodes
+  const uint32_t a_row = thread / 2, a_k = 16 * (thread % 2);      // the values this thread decodes
   const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;  // rows are 64-byte multiples
 
-  // Where chunk c of the threadgroup's row q starts in the table.
-  auto chunk_start = [&](uint32_t q, uint32_t c) {
-    const uint32_t r = r0 + q < uint32_t(VOCAB) ? r0 + q : uint32_t(VOCAB) - 1;
-    return r * row_bytes + uint64_t(c) * CHUNK_BYTES;
-  };
-  // Chunk c's bytes of the threadgroup's rows into raw buffer c % 2, asynchronously: per row the
-  // 16-byte pieces that hold them, so each byte lies at its table address's offset mod 16 (the
-  // decoders' loads are as wide as the table's alignment allows). Bytes past the table are zeros.
+  // Where chunk 0 of this thread's row starts in the table (rows past VOCAB: the last row's).
+  const uint64_t row_start = uint64_t(r0 + a_row < uint32_t(VOCAB) ? r0 + a_row : uint32_t(VOCAB) - 1) * row_bytes;
+  // Chunk c's bytes of the threadgroup's rows into raw buffer c % 2, asynchronously, each row by
+  // the two threads that decode it: the 16-byte pieces that hold them, so each byte lies at its
+  // table address's offset mod 16 (the decoders' loads are as wide as the table's alignment
+  // allows). Bytes past the table are zeros.
   auto copy_chunk = [&](uint32_t c) {
     const uint32_t values = DIMS - c * CHUNK < uint32_t(CHUNK) ? DIMS - c * CHUNK : uint32_t(CHUNK);
-    const uint32_t bytes = values / F::block_values * F::block_bytes;
-    for (uint32_t p = thread; p < uint32_t(tile_rows * RAW / 16); p += tile_threads) {
-      const uint32_t q = p / (RAW / 16), piece = p % (RAW / 16);
-      const uint64_t start = chunk_start(q, c), at = (start & ~uint64_t(15)) + 16 * piece;
-      if (at < start + bytes) {
-        const uint32_t have = at + 16 <= table_bytes ? 16u : uint32_t(table_bytes - at);
-        muser_copy16_async(raw + (c % 2 * tile_rows + q) * RAW + 16 * piece, table + at, have);
+    const uint64_t start = row_start + uint64_t(c) * CHUNK_BYTES,
+                   end = start + values / F::block_values * F::block_bytes;
+    uint8_t* to = raw + (c % 2 * tile_rows + a_row) * RAW;
+    for (uint32_t piece = thread % 2; piece < uint32_t(RAW / 16); piece += 2) {
+      const uint64_t at = (start & ~uint64_t(15)) + 16 * piece;
+      if (at < end) {
+        muser_copy16_async(to + 16 * piece, table + at, at + 16 <= table_bytes ? 16u : uint32_t(table_bytes - at));
       }
     }
-    muser_copy_commit();
   };
   // Step s's 16 values of this thread's row, from its raw chunk, rounded to H into buffer s % 2.
   auto decode_step = [&](uint32_t s) {
     const uint32_t c = s / CHUNK_STEPS;
-    const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(a_row, c) & 15);
+    const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + ((row_start + c * CHUNK_BYTES) & 15);
     float v[16];
     decode<F, 16>(row, s % CHUNK_STEPS * tile_k + a_k, v);
     H* a = a_tiles + s % 2 * A_VALUES;
@@ -122,28 +124,23 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       muser_store4(a + tile_at(a_row, a_k + 8 * h), w);
     }
   };
-  // x's values of step s: this thread's pieces into registers, then into buffer s % 2.
-  uint32_t xw[X_CHUNKS][4];
-  auto load_x = [&](uint32_t s) {
-    for (int c = 0; c < X_CHUNKS; ++c) {
+  // x's values of step s into stage s % XSTAGES: asynchronously where x is 16-byte aligned, else
+  // through registers (every thread's x at the same alignment: UNIFORM). Rows past n are zeros.
+  auto copy_x = [&](uint32_t s) {
+    for (int c = 0; c < X_PIECES; ++c) {
       const uint32_t piece = thread + c * tile_threads, m = piece / 4, k = piece % 4 * 8;
-      for (int e = 0; e < 4; ++e) {
-        xw[c][e] = 0u;
-      }
-      if (m0 + m < n) {
-        const uint8_t* p = reinterpret_cast<const uint8_t*>(x + uint64_t(m0 + m) * DIMS + s * tile_k + k);
-        if (x_aligned) {
-          muser_load_words<4>(p, xw[c]);
-        } else {  // every thread's x at the same alignment: UNIFORM
-          muser_load_words_at2<4, true>(p, xw[c]);
+      H* to = b_tiles + s % XSTAGES * B_VALUES + tile_at(m, k);
+      const bool live = m0 + m < n;
+      const uint8_t* from = reinterpret_cast<const uint8_t*>(x + uint64_t(live ? m0 + m : 0) * DIMS + s * tile_k + k);
+      if (x_aligned) {
+        muser_copy16_async(reinterpret_cast<uint8_t*>(to), from, live ? 16u : 0u);
+      } else {
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+        if (live) {
+          muser_load_words_at2<4, true>(from, w);
         }
+        muser_store4(to, w);
       }
-    }
-  };
-  auto store_x = [&](uint32_t s) {
-    for (int c = 0; c < X_CHUNKS; ++c) {
-      const uint32_t piece = thread + c * tile_threads;
-      muser_store4(b_tiles + s % 2 * B_VALUES + tile_at(piece / 4, piece % 4 * 8), xw[c]);
     }
   };
 
@@ -157,37 +154,37 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       }
     }
   }
-  // Chunks 0 and 1 in flight, step 0 staged; then per step s: x of step s + 1 loaded, at a new
-  // chunk its bytes awaited and the chunk after it sent for, step s + 1 decoded; step s
-  // multiplied; x of step s + 1 stored. A raw buffer is refilled a chunk after the one whose
-  // decoding it held, a value buffer a step after the one that read it.
+  // Copies go in groups, one per step: first x of steps 0 .. AHEAD - 1 (chunk 0 with step 0's),
+  // then at step s x of step s + AHEAD and, at the first step of chunk c, the bytes of chunk c + 1.
+  // Waiting for all but the last AHEAD groups at the end of step s completes x of step s + 1 and,
+  // since AHEAD < CHUNK_STEPS, each chunk before its first step is decoded. A raw buffer is
+  // refilled a chunk after the one whose decoding it held, a value buffer a step (an x stage
+  // AHEAD steps) after the step that read it.
   copy_chunk(0);
-  if (CHUNKS > 1) {
-    copy_chunk(1);
-    muser_copy_wait<1>();
-  } else {
-    muser_copy_wait<0>();
+  for (uint32_t s = 0; s < uint32_t(AHEAD); ++s) {
+    if (s < uint32_t(STEPS)) {
+      copy_x(s);
+    }
+    muser_copy_commit();
   }
+  muser_copy_wait<AHEAD - 1>();
   muser_group_barrier();
   decode_step(0);
-  load_x(0);
-  store_x(0);
   muser_group_barrier();
   for (uint32_t s = 0; s < uint32_t(STEPS); ++s) {
     const uint32_t next = s + 1;
+    if (s + AHEAD < uint32_t(STEPS)) {
+      copy_x(s + AHEAD);
+    }
+    if (s % CHUNK_STEPS == 0 && s / CHUNK_STEPS + 1 < uint32_t(CHUNKS)) {
+      copy_chunk(s / CHUNK_STEPS + 1);
+    }
+    muser_copy_commit();
     if (next < uint32_t(STEPS)) {
-      load_x(next);
-      if (next % CHUNK_STEPS == 0) {
-        muser_copy_wait<0>();
-        muser_group_barrier();
-        if (next / CHUNK_STEPS + 1 < uint32_t(CHUNKS)) {
-          copy_chunk(next / CHUNK_STEPS + 1);
-        }
-      }
       decode_step(next);
     }
     const H* a = a_tiles + s % 2 * A_VALUES;
-    const H* b = b_tiles + s % 2 * B_VALUES;
+    const H* b = b_tiles + s % XSTAGES * B_VALUES;
     for (uint32_t kk = 0; kk < uint32_t(tile_k); kk += 16) {
       uint32_t af[2][4], bf[NT][2];
       for (int i = 0; i < 2; ++i) {  // matrix q of lane l's address: rows 8 (q % 2) .., values 8 (q / 2) ..
@@ -204,9 +201,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
         }
       }
     }
-    if (next < uint32_t(STEPS)) {
-      store_x(next);
-    }
+    muser_copy_wait<AHEAD - 1>();
     muser_group_barrier();
   }
 

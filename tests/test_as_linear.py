@@ -320,7 +320,8 @@ def test_cpu_tile_mma_kernel(qtype):
 def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
     rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, then any table and
-    16-bit x in the tiled matrix multiply to TILE_MMA_MAX_ROWS; byte dot products one row of a
+    16-bit x in the tiled matrix multiply to TILE_MMA_MAX_ROWS (TILE_MMA_WIDE_MAX_ROWS for the
+    formats of TILE_MMA_WIDE_FORMATS); byte dot products one row of a
     table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
     MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
     backend, the tiled matmul."""
@@ -340,8 +341,12 @@ def test_which_head_kernel(monkeypatch):
         above = "tile_mma" if dtype != mx.float32 else "tiled"  # float16 and bfloat16 x, any format
         assert head.choose(q4k, tuning.MMA_MAX_ROWS + 1, dtype, "cuda") == above
         assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == above
-        assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS, dtype, "cuda") == above
-        assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+        for table in (q4k, f16):  # Q4_K one of TILE_MMA_WIDE_FORMATS, F16 not
+            last = tuning.tile_mma_max_rows(table.qtype)
+            assert head.choose(table, last, dtype, "cuda") == above
+            assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
+        with tuning.fixed(TILE_MMA_WIDE_FORMATS=frozenset()):
+            assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
         assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, dtype, "metal") == "tiled"
         assert head.choose(f16, first, dtype, "cuda") == "matvec"
         assert head.choose(q4k, first, dtype, "metal") == "matvec"
@@ -358,7 +363,7 @@ def test_which_head_kernel(monkeypatch):
     ]
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
-    assert tuning.MMA_MAX_ROWS < tuning.TILE_MMA_MIN_ROWS <= tuning.TILE_MMA_MAX_ROWS
+    assert tuning.MMA_MAX_ROWS < tuning.TILE_MMA_MIN_ROWS <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
     odd = Table.from_bytes(random_table_bytes(rng, "F16", 3, 48), "F16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
     with pytest.raises(ValueError, match="float16 or bfloat16 x"):

@@ -15,7 +15,7 @@ from conftest import fixture, map_float_fields, random_table_bytes, reference
 
 ON_GPU = select("auto") in KERNEL_BACKENDS
 gpu = pytest.mark.skipif(not ON_GPU, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
-ROWS = [1, 4, 16, 40, 300]
+ROWS = [1, 4, 16, 40, 100, 300]
 DTYPES = [mx.float32, mx.float16, mx.bfloat16]
 # relative L2 error allowed against the float32 reference, by x's dtype (its rounding of x, of
 # the dequantized weights on the tiled paths, and of the output)
@@ -150,8 +150,9 @@ def test_lora_style_training_moves_only_the_adapter():
 @pytest.mark.parametrize("rows", ROWS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_input_gradient_through_the_gpu_kernels(rows, dtype):
-    """1, 4 and 16 rows take the streamed kernels (matvec, bytedot, mma), 40 of 16-bit x the tiled
-    matrix multiply (40 of float32 x the tiled path), 300 the tiled path."""
+    """1, 4 and 16 rows take the streamed kernels (matvec, bytedot, mma), 40 and 100 of 16-bit x
+    the tiled matrix multiply (Q4_K: one of tuning.TILE_MMA_WIDE_FORMATS; float32 x the tiled
+    path), 300 the tiled path."""
     linear, dense = projection("Q4_K")
     x = mx.random.normal((rows, 512), key=mx.random.key(rows)).astype(dtype)
     grad = mx.compile(mx.grad(lambda x: (linear(x).astype(mx.float32) ** 2).sum()))

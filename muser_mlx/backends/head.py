@@ -70,11 +70,11 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
 
 def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range, dims in whole steps of TILE_K values, and a grid of at most
+    rows within tuning's range for its format, dims in whole steps of TILE_K values, and a grid of at most
     MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
     return (
         dtype in TILE_MMA_DTYPES
-        and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.TILE_MMA_MAX_ROWS
+        and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.tile_mma_max_rows(table.qtype)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // tuning.tile_mma_xrows(rows)) * TILE_THREADS <= MAX_THREADS
     )
@@ -190,17 +190,19 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
     rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``. CHUNK values of a row per copy of its
     bytes into shared memory (256, or 256 bytes of a float format's values), RAW bytes of shared
     memory per row and copy (the chunk's bytes rounded to 16-byte pieces, and one piece for their
-    offset from a 16-byte boundary); SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS
-    rows, two of TILE_ROWS x TILE_K table values and two of XROWS x TILE_K values of x, 2 bytes
-    each (at least TILE_MIN_SHARED)."""
+    offset from a 16-byte boundary); XSTAGES steps of x in shared memory (tuning.TILE_MMA_X_STAGES,
+    fewer where a chunk is fewer steps); SHARED the threadgroup's bytes: two raw buffers of
+    TILE_ROWS rows, two of TILE_ROWS x TILE_K table values and XSTAGES of XROWS x TILE_K values of
+    x, 2 bytes each (at least TILE_MIN_SHARED)."""
     n, fmt = x_rows(x), table.format
     xrows = tuning.tile_mma_xrows(n)
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
+    stages = min(tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
-    shared = max(2 * TILE_ROWS * raw + 2 * 2 * (TILE_ROWS + xrows) * TILE_K, TILE_MIN_SHARED)
+    shared = max(2 * TILE_ROWS * raw + 2 * (2 * TILE_ROWS + stages * xrows) * TILE_K, TILE_MIN_SHARED)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     return Launch(
         format=fmt,
@@ -208,6 +210,7 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
             ("DIMS", table.dims),
             ("VOCAB", table.vocab),
             ("XROWS", xrows),
+            ("XSTAGES", stages),
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),

@@ -71,11 +71,20 @@ BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
 BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
-# float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows to TILE_MMA_MAX_ROWS (then the tiled matmul):
-# rows of x per threadgroup, the first of TILE_MMA_XROWS that holds x's rows, else the last.
+# float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows to TILE_MMA_MAX_ROWS, for the formats of
+# TILE_MMA_WIDE_FORMATS to TILE_MMA_WIDE_MAX_ROWS (measured faster there than the tiled matmul,
+# which the others take beyond TILE_MMA_MAX_ROWS): rows of x per threadgroup, the first of
+# TILE_MMA_XROWS that holds x's rows, else the last.
 TILE_MMA_MIN_ROWS = 33
 TILE_MMA_MAX_ROWS = 64
+TILE_MMA_WIDE_MAX_ROWS = 128
+TILE_MMA_WIDE_FORMATS = frozenset(
+    "Q4_K Q4_0 Q4_1 Q2_K Q3_K NVFP4 IQ4_NL IQ4_XS IQ3_S IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_S IQ1_M".split()
+)
 TILE_MMA_XROWS = (64, 128)
+# Steps of x (TILE_K values of XROWS rows) in shared memory, copied asynchronously AHEAD = XSTAGES - 1
+# steps before the step that multiplies them ("Tiled matrix multiply").
+TILE_MMA_X_STAGES = 4
 # The matrix units' layout ("Matrix units"): tiles of 16 table rows per warp, and tiles of 8 rows
 # of x per pass beyond 8 rows of x; beyond one such pass (16 rows), the formats of
 # MMA_ONE_PASS_FORMATS take MMA_ONE_PASS_TILES for float16 and bfloat16 x, 32 rows of x in one
@@ -144,6 +153,11 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
     return rows, vrows, BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS) if dims % 64 == 0 else 1
+
+
+def tile_mma_max_rows(qtype: str) -> int:
+    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table."""
+    return TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
 
 
 def tile_mma_xrows(n: int) -> int:
