@@ -58,6 +58,36 @@ struct Group {
   void barrier() { sync.wait(size); }
 };
 
+// A thread's asynchronous copies (lanes_cpu.h's muser_copy16_async, for kernels/tile_mma.h), as
+// PTX's cp.async orders them: a copy reads its source when issued and writes its 16 bytes only when
+// a wait completes its group (commit closes a group; wait(pending) completes all but the newest
+// `pending`), so a kernel that reads shared memory before it waits reads the bytes there before,
+// as a GPU can, and the test fails.
+struct Copies {
+  struct Copy {
+    uint8_t* dst;
+    uint8_t bytes[16];
+  };
+  std::vector<Copy> open;                    // issued since the last commit
+  std::vector<std::vector<Copy>> committed;  // oldest first
+
+  void issue(uint8_t* dst, const uint8_t* src, uint32_t have) {
+    Copy copy{dst, {}};
+    std::memcpy(copy.bytes, src, have);
+    open.push_back(copy);
+  }
+  void commit() {
+    committed.push_back(std::move(open));
+    open.clear();
+  }
+  void wait(size_t pending) {
+    for (; committed.size() > pending; committed.erase(committed.begin())) {
+      for (const Copy& copy : committed.front()) std::memcpy(copy.dst, copy.bytes, 16);
+    }
+  }
+};
+inline thread_local Copies copies;
+
 struct Lane {
   Warp* warp;
   uint32_t index;

@@ -35,16 +35,17 @@ inline void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const H* t
 }
 
 // The tiled matrix multiply (kernels/tile_mma.h), as lanes_cuda.h's: the threadgroup's shared
-// bytes and barrier (cpu_runtime.h: run_groups), the asynchronous copy done at once (its zeros
-// included), ldmatrix by muser_cpu::warp_ldmatrix4.
+// bytes and barrier (cpu_runtime.h: run_groups), the asynchronous copies completed by the waits
+// (cpu_runtime.h: Copies; zeros past `have`), ldmatrix by muser_cpu::warp_ldmatrix4.
 inline uint8_t* muser_dynamic_shared() { return muser_cpu::lane.group->shared(); }
 inline void muser_copy16_async(uint8_t* dst, const uint8_t* src, uint32_t have) {
-  std::memcpy(dst, src, have);
-  std::memset(dst + have, 0, 16 - have);
+  muser_cpu::copies.issue(dst, src, have);
 }
-inline void muser_copy_commit() {}
+inline void muser_copy_commit() { muser_cpu::copies.commit(); }
 template <int PENDING>
-inline void muser_copy_wait() {}
+inline void muser_copy_wait() {
+  muser_cpu::copies.wait(PENDING);
+}
 inline void muser_group_barrier() { muser_cpu::lane.group->barrier(); }
 template <typename P>
 inline void muser_store4(P* p, const uint32_t* w) {
