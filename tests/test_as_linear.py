@@ -317,6 +317,19 @@ def test_cpu_tile_mma_kernel(qtype):
     assert_close(cpu_tile_mma(table, x, offset=1), x, W)
 
 
+@pytest.mark.parametrize("stages", [2, 3])
+def test_cpu_tile_mma_at_any_depth_of_x(stages):
+    """kernels/tile_mma.h, CPU dialect, with x copied 1 or 2 steps ahead (tuning.TILE_MMA_X_STAGES; the
+    test above takes the tuned depth): the dialect's copies land only at their group's wait, so a
+    step that read an x stage or a chunk before its copies were waited for would fail here."""
+    rng = np.random.default_rng(stages)
+    data = moderate(random_table_bytes(rng, "Q4_K", 133, 512), "Q4_K")
+    table, W = Table.from_bytes(data, "Q4_K", 512), dequantized(data, "Q4_K")
+    x = mx.array(rng.standard_normal((40, 512)).astype(np.float32)).astype(mx.float16)
+    with tuning.fixed(TILE_MMA_X_STAGES=stages):
+        assert_close(cpu_tile_mma(table, x), x, W)
+
+
 def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
     rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, then any table and
