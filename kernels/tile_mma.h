@@ -93,16 +93,16 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   const uint32_t a_row = thread / 2, a_k = 16 * (thread % 2);      // the values this thread decodes
   const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;  // rows are 64-byte multiples
 
-  // Where chunk 0 of this thread's row starts in the table (rows past VOCAB: the last row's).
+  // Where chunk c of this thread's row starts in the table (rows past VOCAB: the last row's).
   const uint64_t row_start = uint64_t(r0 + a_row < uint32_t(VOCAB) ? r0 + a_row : uint32_t(VOCAB) - 1) * row_bytes;
+  auto chunk_start = [&](uint32_t c) { return row_start + uint64_t(c) * CHUNK_BYTES; };
   // Chunk c's bytes of the threadgroup's rows into raw buffer c % 2, asynchronously, each row by
   // the two threads that decode it: the 16-byte pieces that hold them, so each byte lies at its
   // table address's offset mod 16 (the decoders' loads are as wide as the table's alignment
   // allows). Bytes past the table are zeros.
   auto copy_chunk = [&](uint32_t c) {
     const uint32_t values = DIMS - c * CHUNK < uint32_t(CHUNK) ? DIMS - c * CHUNK : uint32_t(CHUNK);
-    const uint64_t start = row_start + uint64_t(c) * CHUNK_BYTES,
-                   end = start + values / F::block_values * F::block_bytes;
+    const uint64_t start = chunk_start(c), end = start + values / F::block_values * F::block_bytes;
     uint8_t* to = raw + (c % 2 * tile_rows + a_row) * RAW;
     for (uint32_t piece = thread % 2; piece < uint32_t(RAW / 16); piece += 2) {
       const uint64_t at = (start & ~uint64_t(15)) + 16 * piece;
@@ -114,7 +114,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   // Step s's 16 values of this thread's row, from its raw chunk, rounded to H into buffer s % 2.
   auto decode_step = [&](uint32_t s) {
     const uint32_t c = s / CHUNK_STEPS;
-    const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + ((row_start + c * CHUNK_BYTES) & 15);
+    const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(c) & 15);
     float v[16];
     decode<F, 16>(row, s % CHUNK_STEPS * tile_k + a_k, v);
     H* a = a_tiles + s % 2 * A_VALUES;

@@ -70,8 +70,8 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
 
 def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format, dims in whole steps of TILE_K values, and a grid of at most
-    MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
+    rows within tuning's range for its format, dims in whole steps of TILE_K values, and a grid of
+    at most MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
     return (
         dtype in TILE_MMA_DTYPES
         and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.tile_mma_max_rows(table.qtype)
