@@ -339,6 +339,7 @@ def test_which_head_kernel(monkeypatch):
     MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
     backend, the tiled matmul."""
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 9)
+    monkeypatch.setattr(muser_mlx.backends.device, "cuda_group_shared", lambda: 227 << 10)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
@@ -511,6 +512,35 @@ def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
                 with tuning.fixed(HEAD_THREADGROUP=threadgroup):
                     got = kernel(table, x, _GPU_BACKEND)
                 assert np.array_equal(np.array(got), np.array(expected)), (qtype, n, kernel.__name__)
+
+
+def test_tile_mma_within_the_devices_shared_memory(monkeypatch):
+    """On a GPU whose threadgroups get 99 KiB of shared memory (compute capability 8.6, 8.9, 12.x),
+    the tiled matrix multiply takes only the tables whose buffers fit (Q4_K at 64 and 128 rows,
+    not Q8_0's 256-value chunks of 272 bytes a row), the others fall back, and called by name it
+    raises rather than fail to launch; on 9.0 the same table takes it. The capabilities' sizes
+    are the CUDA programming guide's."""
+    device = muser_mlx.backends.device
+    monkeypatch.setattr(device, "cuda_compute_capability", lambda: 8)
+    monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
+    rng = np.random.default_rng(5)
+    q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
+    q8 = Table.from_bytes(random_table_bytes(rng, "Q8_0", 3, 256), "Q8_0", 256)
+    for capability, shared in (((8, 9), 99 << 10), ((8, 0), 163 << 10), ((9, 0), 227 << 10), ((12, 1), 99 << 10)):
+        info = {"compute_capability_major": capability[0], "compute_capability_minor": capability[1]}
+        monkeypatch.setattr(mx, "device_info", lambda info=info: info)
+        device.cuda_group_shared.cache_clear()
+        assert device.cuda_group_shared() == shared, capability
+    device.cuda_group_shared.cache_clear()
+    monkeypatch.setattr(device, "cuda_group_shared", lambda: 99 << 10)
+    for rows in (64, 128):
+        assert head.choose(q4k, rows, mx.float16, "cuda") == "tile_mma"
+    assert head.choose(q8, 64, mx.float16, "cuda") == "tiled"
+    x = mx.zeros((64, 256), mx.float16)
+    with pytest.raises(ValueError, match="106,496 bytes of shared memory .* gives a threadgroup 101,376"):
+        head.tile_mma(q8, x, "cuda")
+    monkeypatch.setattr(device, "cuda_group_shared", lambda: 227 << 10)
+    assert head.choose(q8, 64, mx.float16, "cuda") == "tile_mma"
 
 
 @pytest.mark.gpu

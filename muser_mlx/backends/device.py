@@ -20,17 +20,38 @@ if TYPE_CHECKING:
 KERNEL_ALIGNMENT = 16  # bytes: the kernels' widest table load (kernels/formats.h, bytes_at)
 
 
+# The most dynamic shared memory a threadgroup may take (the opt-in maximum per block), bytes, by
+# CUDA compute capability (CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability"); the others of 8.0 and later (8.6, 8.9, 12.x: GeForce and workstation GPUs) and any
+# not listed are taken at the least of them.
+CUDA_GROUP_SHARED = {(8, 0): 163 << 10, (8, 7): 163 << 10, (9, 0): 227 << 10, (10, 0): 227 << 10, (10, 3): 227 << 10}
+CUDA_GROUP_SHARED_LEAST = 99 << 10
+
+
 @cache
 def cuda_compute_capability() -> int:
     """The CUDA device's major compute capability; 0 without MLX's CUDA backend."""
     return int(mx.device_info().get("compute_capability_major", 0)) if mx.cuda.is_available() else 0
 
 
+@cache
+def cuda_group_shared() -> int:
+    """The most dynamic shared memory a threadgroup of the CUDA device may take, bytes
+    (CUDA_GROUP_SHARED); 0 without MLX's CUDA backend."""
+    if not mx.cuda.is_available():
+        return 0
+    info = mx.device_info()
+    capability = (int(info.get("compute_capability_major", 0)), int(info.get("compute_capability_minor", 0)))
+    return CUDA_GROUP_SHARED.get(capability, CUDA_GROUP_SHARED_LEAST)
+
+
 class DeviceBackend:
     """A GPU dialect's kernels: the gather (``bind``), the LM head's lane-wise matvec, for a
     dialect whose lanes have 4-way byte dot products (``byte_dots``) the matvec on them and
     x's run records it reads (``xruns_kernel``), and for one with a warp matrix multiply the
-    matvec on that, where ``matrix_units()`` says the device runs it. ``includes``: its compiler
+    matvec on that, where ``matrix_units()`` says the device runs it; ``group_shared()``: the most
+    dynamic shared memory a threadgroup may take, bytes (0: the dialect's kernels take none
+    beyond what they declare). ``includes``: its compiler
     reads the kernel files from disk (:class:`DeviceKernel`). ``resident``: a table made on the
     host must be moved to the device before random reads (:meth:`kernel_data`)."""
 
@@ -41,6 +62,7 @@ class DeviceBackend:
         *,
         includes: bool = False,
         matrix_units=None,
+        group_shared=None,
         byte_dots: bool = False,
         resident: bool = False,
     ):
@@ -56,6 +78,7 @@ class DeviceBackend:
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.tile_mma_kernel = kernel("tile_mma", ["table", "x"], ["out"]) if matrix_units else None
         self.matrix_units = matrix_units or (lambda: False)
+        self.group_shared = group_shared or (lambda: 0)
         self.resident = resident
         # id(data) -> (a weak reference to data, its aligned copy or None, the words of the two)
         self._ready: dict[int, tuple[weakref.ref, mx.array | None, mx.array]] = {}
@@ -129,6 +152,7 @@ CUDA = DeviceBackend(
     lambda: mx.fast.cuda_kernel,
     includes=True,
     matrix_units=lambda: cuda_compute_capability() >= 8,
+    group_shared=lambda: cuda_group_shared(),
     byte_dots=True,
     resident=True,
 )

@@ -25,7 +25,7 @@ in the compiled call. The table's bytes are the GPU kernels' data already
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
@@ -57,7 +57,7 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
         return "tiled"
     device = BACKENDS[backend]
     quantized = table.format.quantized  # levels are exact in 16 bits; the float formats' values are not
-    if tile_mma_fits(table, rows, dtype) and device.matrix_units():
+    if device.matrix_units() and tile_mma_fits(table, rows, dtype, device.group_shared()):
         return "tile_mma"
     if quantized and rows >= tuning.MMA_MIN_ROWS[dtype] and device.matrix_units():
         return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
@@ -68,15 +68,19 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     return "matvec"
 
 
-def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype) -> bool:
+def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format, dims in whole steps of TILE_K values, and a grid of
-    at most MAX_THREADS threads (one threadgroup per output tile, no grid stride)."""
+    rows within tuning's range for its format, dims in whole steps of TILE_K values, a grid of at
+    most MAX_THREADS threads (one threadgroup per output tile, no grid stride) and threadgroups
+    whose shared memory the device gives (``group_shared`` bytes: 99 KiB on GeForce GPUs, where
+    XROWS 128 of the wider formats' chunks do not fit)."""
+    xrows = tuning.tile_mma_xrows(rows)
     return (
         dtype in TILE_MMA_DTYPES
         and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.tile_mma_max_rows(table.qtype)
         and table.dims % TILE_K == 0
-        and -(-table.vocab // TILE_ROWS) * -(-rows // tuning.tile_mma_xrows(rows)) * TILE_THREADS <= MAX_THREADS
+        and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * TILE_THREADS <= MAX_THREADS
+        and tile_mma_buffers(table, xrows).shared <= group_shared
     )
 
 
@@ -185,17 +189,23 @@ def mma_launch(table: Table, x: mx.array) -> Launch:
     return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype)
 
 
-def tile_mma_launch(table: Table, x: mx.array) -> Launch:
-    """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
-    rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``. CHUNK values of a row per copy of its
-    bytes into shared memory (256, or 256 bytes of a float format's values), RAW bytes of shared
-    memory per row and copy (the chunk's bytes rounded to 16-byte pieces, and one piece for their
-    offset from a 16-byte boundary); XSTAGES steps of x in shared memory (tuning.TILE_MMA_X_STAGES,
-    fewer where a chunk is fewer steps); SHARED the threadgroup's bytes: two raw buffers of
-    TILE_ROWS rows, two of TILE_ROWS x TILE_K table values and XSTAGES of XROWS x TILE_K values of
-    x, 2 bytes each (at least TILE_MIN_SHARED)."""
-    n, fmt = x_rows(x), table.format
-    xrows = tuning.tile_mma_xrows(n)
+class TileBuffers(NamedTuple):
+    """kernels/tile_mma.h's shared memory for a table and XROWS: CHUNK values of a row per copy of
+    its bytes (256, or 256 bytes of a float format's values), RAW bytes per row and copy (the
+    chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
+    boundary), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, fewer where a chunk is fewer steps),
+    SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x TILE_K
+    table values and XSTAGES of XROWS x TILE_K values of x, 2 bytes each (at least
+    TILE_MIN_SHARED)."""
+
+    chunk: int
+    raw: int
+    stages: int
+    shared: int
+
+
+def tile_mma_buffers(table: Table, xrows: int) -> TileBuffers:
+    fmt = table.format
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
     stages = min(tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
@@ -203,9 +213,19 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + 2 * (2 * TILE_ROWS + stages * xrows) * TILE_K, TILE_MIN_SHARED)
+    return TileBuffers(chunk, raw, stages, shared)
+
+
+def tile_mma_launch(table: Table, x: mx.array) -> Launch:
+    """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
+    rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``, its shared memory as
+    :func:`tile_mma_buffers` lays it out."""
+    n = x_rows(x)
+    xrows = tuning.tile_mma_xrows(n)
+    chunk, raw, stages, shared = tile_mma_buffers(table, xrows)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     return Launch(
-        format=fmt,
+        format=table.format,
         defines=(
             ("DIMS", table.dims),
             ("VOCAB", table.vocab),
@@ -295,7 +315,13 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
             f"tile_mma needs a backend with warp matrix multiplies, float16 or bfloat16 x and dims in steps "
             f"of {TILE_K}, got {backend!r}, {x.dtype}, {table!r}"
         )
-    return device.tile_mma_kernel(tile_mma_launch(table, x), [table_words(table.data), x])
+    launch = tile_mma_launch(table, x)
+    if launch.shared_bytes > device.group_shared():
+        raise ValueError(
+            f"tile_mma's threadgroups would take {launch.shared_bytes:,} bytes of shared memory for {table!r} and "
+            f"{x_rows(x)} rows of x; this GPU gives a threadgroup {device.group_shared():,}"
+        )
+    return device.tile_mma_kernel(launch, [table_words(table.data), x])
 
 
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
