@@ -72,8 +72,9 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int) -
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
     rows within tuning's range for its format, dims in whole steps of TILE_K values, a grid of at
     most MAX_THREADS threads (one threadgroup per output tile, no grid stride) and threadgroups
-    whose shared memory the device gives (``group_shared`` bytes: 99 KiB on GeForce GPUs, where
-    XROWS 128 of the wider formats' chunks do not fit)."""
+    whose buffers the device's shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB
+    do not hold Q8_0's, F16's and BF16's). The shared copy of an IQ grid (format_iq_grid.h, at
+    most 16 KiB) is not counted: no IQ format's buffers come within 16 KiB of 99 KiB."""
     xrows = tuning.tile_mma_xrows(rows)
     return (
         dtype in TILE_MMA_DTYPES
