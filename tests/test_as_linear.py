@@ -529,9 +529,9 @@ def test_tile_mma_within_the_devices_shared_memory(monkeypatch):
     for capability, shared in (((8, 9), 99 << 10), ((8, 0), 163 << 10), ((9, 0), 227 << 10), ((12, 1), 99 << 10)):
         info = {"compute_capability_major": capability[0], "compute_capability_minor": capability[1]}
         monkeypatch.setattr(mx, "device_info", lambda info=info: info)
-        device.cuda_group_shared.cache_clear()
+        device.cuda_capability.cache_clear()
         assert device.cuda_group_shared() == shared, capability
-    device.cuda_group_shared.cache_clear()
+    device.cuda_capability.cache_clear()
     monkeypatch.setattr(device, "cuda_group_shared", lambda: 99 << 10)
     for rows in (64, 128):
         assert head.choose(q4k, rows, mx.float16, "cuda") == "tile_mma"

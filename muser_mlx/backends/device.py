@@ -29,20 +29,24 @@ CUDA_GROUP_SHARED_LEAST = 99 << 10
 
 
 @cache
+def cuda_capability() -> tuple[int, int]:
+    """The CUDA device's compute capability (major, minor); (0, 0) without MLX's CUDA backend."""
+    if not mx.cuda.is_available():
+        return 0, 0
+    info = mx.device_info()
+    return int(info.get("compute_capability_major", 0)), int(info.get("compute_capability_minor", 0))
+
+
 def cuda_compute_capability() -> int:
     """The CUDA device's major compute capability; 0 without MLX's CUDA backend."""
-    return int(mx.device_info().get("compute_capability_major", 0)) if mx.cuda.is_available() else 0
+    return cuda_capability()[0]
 
 
-@cache
 def cuda_group_shared() -> int:
     """The most dynamic shared memory a threadgroup of the CUDA device may take, bytes
     (CUDA_GROUP_SHARED); 0 without MLX's CUDA backend."""
-    if not mx.cuda.is_available():
-        return 0
-    info = mx.device_info()
-    capability = (int(info.get("compute_capability_major", 0)), int(info.get("compute_capability_minor", 0)))
-    return CUDA_GROUP_SHARED.get(capability, CUDA_GROUP_SHARED_LEAST)
+    capability = cuda_capability()
+    return 0 if capability == (0, 0) else CUDA_GROUP_SHARED.get(capability, CUDA_GROUP_SHARED_LEAST)
 
 
 class DeviceBackend:

@@ -316,11 +316,11 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
             f"tile_mma needs a backend with warp matrix multiplies, float16 or bfloat16 x and dims in steps "
             f"of {TILE_K}, got {backend!r}, {x.dtype}, {table!r}"
         )
-    launch = tile_mma_launch(table, x)
-    if launch.shared_bytes > device.group_shared():
+    launch, group_shared = tile_mma_launch(table, x), device.group_shared()
+    if launch.shared_bytes > group_shared:
         raise ValueError(
             f"tile_mma's threadgroups would take {launch.shared_bytes:,} bytes of shared memory for {table!r} and "
-            f"{x_rows(x)} rows of x; this GPU gives a threadgroup {device.group_shared():,}"
+            f"{x_rows(x)} rows of x; this GPU gives a threadgroup {group_shared:,}"
         )
     return device.tile_mma_kernel(launch, [table_words(table.data), x])
 
