@@ -6,7 +6,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::F32> {
-  enum { block_values = 1, block_bytes = 4 };
+  enum { block_values = 1, block_bytes = 4, half_scale = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

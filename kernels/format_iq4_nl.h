@@ -10,6 +10,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ4_NL> : ByteLevels<Format<ggml::IQ4_NL>> {
   enum { block_values = 32, block_bytes = 18, affine_values = 32, level_bits = 8, zero = 128, run_pair = 16 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { d_at = 0, qs_at = 2 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

@@ -21,6 +21,7 @@ MUSER_FN float ue4m3_half(uint32_t x) {
 template <>
 struct Format<ggml::NVFP4> : ByteLevels<Format<ggml::NVFP4>> {
   enum { block_values = 64, block_bytes = 36, affine_values = 16, level_bits = 5, zero = 12 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { d_at = 0, qs_at = 4, sub_values = 16, sub_bytes = 8 };  // field offsets; a sub-block
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

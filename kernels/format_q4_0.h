@@ -9,6 +9,7 @@ namespace muser {
 template <>
 struct Format<ggml::Q4_0> : ByteLevels<Format<ggml::Q4_0>> {
   enum { block_values = 32, block_bytes = 18, affine_values = 32, level_bits = 4, zero = 8, run_pair = 16 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   struct field {
     enum { d = 0, qs = 2 };  // byte offsets in a block
   };

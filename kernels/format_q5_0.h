@@ -9,6 +9,7 @@ namespace muser {
 template <>
 struct Format<ggml::Q5_0> : ByteLevels<Format<ggml::Q5_0>> {
   enum { block_values = 32, block_bytes = 22, affine_values = 32, level_bits = 5, zero = 16, run_pair = 16 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { d_at = 0, qh_at = 2, qs_at = 6 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

@@ -8,6 +8,7 @@ namespace muser {
 template <>
 struct Format<ggml::Q8_0> : ByteLevels<Format<ggml::Q8_0>> {
   enum { block_values = 32, block_bytes = 34, affine_values = 32, level_bits = 8, zero = 128 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   struct field {
     enum { d = 0, qs = 2 };  // byte offsets in a block
   };

@@ -23,6 +23,7 @@ MUSER_FN uint32_t trits(uint32_t w, uint32_t k) {
 template <>
 struct Format<ggml::TQ1_0> : ByteLevels<Format<ggml::TQ1_0>> {
   enum { block_values = 256, block_bytes = 54, affine_values = 32, level_bits = 2, zero = 1 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { qs_at = 0, qh_at = 48, d_at = 52 };  // field offsets
   enum { wide_values = 160, narrow_at = 32, qh_values = 240 };  // the three layouts
   // One load and one trit extraction for every value range, the ranges picked by selects (a lane

@@ -10,6 +10,7 @@ namespace muser {
 template <>
 struct Format<ggml::TQ2_0> : ByteLevels<Format<ggml::TQ2_0>> {
   enum { block_values = 256, block_bytes = 66, affine_values = 32, level_bits = 2, zero = 1, decodes_runs = 1, offsets = 1 };
+  enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { qs_at = 0, d_at = 64 };  // field offsets
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

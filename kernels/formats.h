@@ -120,12 +120,16 @@ struct Format;
 // word_rows: 1 where the byte dot products and the matrix units may read a row of whole words
 // through the prelude's muser_row (table_rows.h: row_type), 0 for Q3_K, Q6_K, IQ2_S and IQ3_S, whose
 // one-row heads measured slower with it ("Aligned loads").
+// half_scale: 1 where level_bytes's Affine is a float16 number (a field of the block, or a value
+// exact in float16) times the level, without offset (Q8_0, Q4_0, Q5_0, IQ4_NL, TQ1_0, TQ2_0,
+// NVFP4): each value is the product of two float16 numbers, which float16 arithmetic rounds once,
+// as the gather's float32 product (exact) rounded to float16 is (kernels/tile_mma.h: decode_h).
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
-  enum { run_pair = 32, decodes_runs = 0, offsets = 0, word_rows = 1 };
+  enum { run_pair = 32, decodes_runs = 0, offsets = 0, word_rows = 1, half_scale = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
@@ -144,7 +148,7 @@ struct ByteLevels {
 // replace by a dialect's vector conversion (format_f16.h).
 template <typename F>
 struct HalfLevels {
-  enum { block_values = 1, block_bytes = 2 };
+  enum { block_values = 1, block_bytes = 2, half_scale = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

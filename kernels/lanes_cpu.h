@@ -34,6 +34,25 @@ inline void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const H* t
   muser_cpu::warp_mma(a, b, d, [&](uint16_t bits) { return muser_from_bits(bits, tag); });
 }
 
+// As lanes_cuda.h's, for float16 x: each product of two float16 numbers rounded once, as the
+// float32 product (exact) rounded to float16.
+template <typename H>
+struct muser_half_products {
+  enum { exact = 0 };
+};
+template <>
+struct muser_half_products<_Float16> {
+  enum { exact = 1 };
+  static void of(const uint32_t* bytes, uint32_t zero, float scale, uint32_t* w) {
+    const _Float16* tag = nullptr;
+    for (int k = 0; k < 16; k += 2) {
+      const float lo = float(int((bytes[k / 4] >> (8 * (k % 4))) & 255u) - int(zero)) * scale;
+      const float hi = float(int((bytes[k / 4] >> (8 * (k % 4) + 8)) & 255u) - int(zero)) * scale;
+      w[k / 2] = uint32_t(muser_bits(lo, tag)) | uint32_t(muser_bits(hi, tag)) << 16;
+    }
+  }
+};
+
 // The tiled matrix multiply (kernels/tile_mma.h), as lanes_cuda.h's: the threadgroup's shared
 // bytes and barrier (cpu_runtime.h: run_groups), the asynchronous copies completed by the waits
 // (cpu_runtime.h: Copies; zeros past `have`), ldmatrix by muser_cpu::warp_ldmatrix4.

@@ -27,8 +27,8 @@
 // Table rows past VOCAB decode the last row, stored nowhere; x rows past n are zeros, stored
 // nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
-// muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma; from the prelude:
-// muser_load_words, muser_load_words_at2.
+// muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
+// muser_half_products; from the prelude: muser_load_words, muser_load_words_at2.
 #pragma once
 #include "formats.h"
 
@@ -50,12 +50,23 @@ MUSER_FN uint32_t tile_at(uint32_t q, uint32_t k) { return q * tile_k + ((k / 8)
 // output tile of rows of tile_rows values.
 MUSER_FN uint32_t out_at(uint32_t m, uint32_t r) { return m * tile_rows + ((r / 8) ^ (m % 8)) * 8 + r % 8; }
 
-// Eight floats as H, rounded to nearest even, in the 16 bytes of w.
-template <typename H>
-MUSER_FN void pack_h(const float* v, uint32_t* w) {
-  for (int k = 0; k < 4; ++k) {
-    const H lo = static_cast<H>(v[2 * k]), hi = static_cast<H>(v[2 * k + 1]);
-    w[k] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
+// Values i .. i + 15 of a row as H, the gather's float32 values rounded to nearest even, value k
+// in half k % 2 of w[k / 2]. Where they are a float16 times a level (formats.h: half_scale) and the
+// dialect multiplies float16 numbers (muser_half_products: CUDA, float16 x), in float16
+// arithmetic: the same values in fewer instructions.
+template <typename F, typename H, typename P>
+MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
+  if constexpr (F::half_scale && muser_half_products<H>::exact) {
+    uint32_t bytes[4];
+    const Affine a = F::template level_bytes<16>(row, i, bytes);
+    muser_half_products<H>::of(bytes, F::zero, a.scale, w);
+  } else {
+    float v[16];
+    decode<F, 16>(row, i, v);
+    for (int k = 0; k < 8; ++k) {
+      const H lo = static_cast<H>(v[2 * k]), hi = static_cast<H>(v[2 * k + 1]);
+      w[k] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
+    }
   }
 }
 
@@ -111,17 +122,15 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       }
     }
   };
-  // Step s's 16 values of this thread's row, from its raw chunk, rounded to H into buffer s % 2.
+  // Step s's 16 values of this thread's row, from its raw chunk, as H into buffer s % 2.
   auto decode_step = [&](uint32_t s) {
     const uint32_t c = s / CHUNK_STEPS;
     const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(c) & 15);
-    float v[16];
-    decode<F, 16>(row, s % CHUNK_STEPS * tile_k + a_k, v);
+    uint32_t w[8];
+    decode_h<F, H>(row, s % CHUNK_STEPS * tile_k + a_k, w);
     H* a = a_tiles + s % 2 * A_VALUES;
     for (int h = 0; h < 2; ++h) {
-      uint32_t w[4];
-      pack_h<H>(v + 8 * h, w);
-      muser_store4(a + tile_at(a_row, a_k + 8 * h), w);
+      muser_store4(a + tile_at(a_row, a_k + 8 * h), w + 4 * h);
     }
   };
   // x's values of step s into stage s % XSTAGES: asynchronously where x is 16-byte aligned, else

@@ -317,6 +317,28 @@ def test_cpu_tile_mma_kernel(qtype):
     assert_close(cpu_tile_mma(table, x, offset=1), x, W)
 
 
+def one_hot_logits(table: Table, dtype: mx.Dtype, tile_mma) -> tuple[mx.array, mx.array]:
+    """(tile_mma's logits of the rows of the identity [dims, dims] in ``dtype``, the transposed
+    gather of every row into ``dtype`` by the MLX-ops decoders): logit (m, r) is value m of row r
+    times 1 plus zeros, exact in float32 and in ``dtype``, so the two are equal exactly where the
+    kernel's decoded values are the gather's."""
+    eye = mx.eye(table.dims, dtype=dtype)
+    gathered = muser_mlx.backends.bind(table, dtype, "ops")(mx.arange(table.vocab))
+    return tile_mma(table, eye), gathered.T
+
+
+@pytest.mark.parametrize("qtype", ["Q8_0", "Q5_0", "TQ1_0", "NVFP4", "Q4_K"])
+def test_cpu_tile_mma_values_are_the_gathers(qtype):
+    """kernels/tile_mma.h's decoded values, CPU dialect, equal the gather's in float16 and bfloat16
+    for random bytes with finite scales, subnormal ones among them: the formats whose values the
+    dialects multiply as float16 numbers (formats.h: half_scale), and two that go through float32."""
+    rng = np.random.default_rng(12)
+    table = Table.from_bytes(moderate(random_table_bytes(rng, qtype, 120, 256), qtype), qtype, 256)
+    for dtype in (mx.float16, mx.bfloat16):
+        out, gathered = one_hot_logits(table, dtype, cpu_tile_mma)
+        assert mx.array_equal(out, gathered).item()
+
+
 @pytest.mark.parametrize("stages", [2, 3])
 def test_cpu_tile_mma_at_any_depth_of_x(stages):
     """kernels/tile_mma.h, CPU dialect, with x copied 1 or 2 steps ahead (tuning.TILE_MMA_X_STAGES; the
@@ -562,6 +584,20 @@ def test_gpu_tile_mma_every_format(qtype):
             flat = mx.array(rng.standard_normal(2 * 40 * 512 + 1).astype(np.float32)).astype(dtype)
             for x in (flat[1:].reshape(2, 40, 512), flat[:-1].reshape(2, 40, 512)):
                 assert_close(head.tile_mma(table, x, "cuda"), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the matrix-unit kernel)")
+@pytest.mark.parametrize("qtype", ALL_QTYPES)
+def test_gpu_tile_mma_values_are_the_gathers(qtype):
+    """The tiled matrix multiply's decoded values equal the gather's, in float16 (float16
+    arithmetic for the formats of formats.h's half_scale) and bfloat16, for random bytes with
+    finite scales, subnormal ones among them (one_hot_logits)."""
+    rng = np.random.default_rng(13)
+    table = Table.from_bytes(moderate(random_table_bytes(rng, qtype, 1001, 512), qtype), qtype, 512)
+    for dtype in (mx.float16, mx.bfloat16):
+        out, gathered = one_hot_logits(table, dtype, lambda table, x: head.tile_mma(table, x, "cuda"))
+        assert mx.array_equal(out, gathered).item()
 
 
 @pytest.mark.gpu
