@@ -12,9 +12,9 @@
 // decoders' loads keep the widths the table's alignment gives them. x comes the same way, a step
 // of XROWS x tile_k (32) values at a time, into a ring of XSTAGES steps, AHEAD = XSTAGES - 1 steps
 // before the step that multiplies it (through registers where x is off a 16-byte boundary). Per
-// step every thread decodes 16 values of one row from its chunk (decode<F, 16>: the gather's
-// float32 values, rounded to H as the gather into H rounds them, so the products are those of the
-// tiled path's matmul) into the value buffer the step after reads; warp w multiplies table rows
+// step every thread decodes 16 values of one row from its chunk (decode_h: the gather's float32
+// values, rounded to H as the gather into H rounds them, so the products are those of the tiled
+// path's matmul) into the value buffer the step after reads; warp w multiplies table rows
 // 32 (w % 4) .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16
 // m16n8k16 multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
 // muser_ldmatrix4. One barrier per step: a buffer is written a step (a chunk, an x stage AHEAD
