@@ -26,6 +26,9 @@
 // chunk c of row m at c ^ (m % 8) (out_at), so a fragment's 4 rows of x meet distinct banks.
 // Table rows past VOCAB decode the last row, stored nowhere; x rows past n are zeros, stored
 // nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
+// UNROLL: steps per pass of the step loop as compiled, 1 or a chunk's (CHUNK / tile_k), where each
+// step's buffer indexes and decode offsets become constants (backends/tuning.py: tile_mma_unrolled,
+// faster for some formats at XROWS 64, slower for others and with XROWS 128's registers).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
 // muser_half_products; from the prelude: muser_load_words, muser_load_words_at2.
@@ -70,8 +73,8 @@ MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
   }
 }
 
-template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, typename TableP,
-          typename XP, typename OutP>
+template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, int UNROLL,
+          typename TableP, typename XP, typename OutP>
 MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
@@ -180,6 +183,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   muser_group_barrier();
   decode_step(0);
   muser_group_barrier();
+#pragma unroll UNROLL
   for (uint32_t s = 0; s < uint32_t(STEPS); ++s) {
     const uint32_t next = s + 1;
     if (s + AHEAD < uint32_t(STEPS)) {

@@ -355,7 +355,7 @@ def cpu_tile_mma(table, x: mx.array, offset: int = 0) -> mx.array:
     buffer = np.zeros(x_host.size + offset, x_host.dtype)
     buffer[offset:] = x_host
     h_type = C_TYPES[x.dtype][0]
-    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED")
+    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED", "UNROLL")
     call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, n, ({h_type}*)out, group, t)"
     lib = _cpu_lib("tile_mma.h", _TILE_MMA_RUN.format(call=call))
     out = np.empty(launch.output_shape, C_TYPES[x.dtype][1])

@@ -565,6 +565,28 @@ def test_tile_mma_within_the_devices_shared_memory(monkeypatch):
     assert head.choose(q8, 64, mx.float16, "cuda") == "tile_mma"
 
 
+def test_tile_mma_unrolls_where_measured():
+    """kernels/tile_mma.h's step loop is unrolled by a chunk's steps (Q8_0: 8 steps of 32 values)
+    for the formats of TILE_MMA_UNROLLED_FORMATS at 64 rows of x per threadgroup, and not at 128
+    rows nor for the other formats."""
+    rng = np.random.default_rng(6)
+    q8 = Table.from_bytes(random_table_bytes(rng, "Q8_0", 3, 256), "Q8_0", 256)
+    q40 = Table.from_bytes(random_table_bytes(rng, "Q4_0", 3, 256), "Q4_0", 256)
+    unroll = {
+        (t.qtype, n): dict(head.tile_mma_launch(t, mx.zeros((n, 256), mx.float16)).defines)["UNROLL"]
+        for t in (q8, q40)
+        for n in (33, 64, 65)
+    }
+    assert unroll == {
+        ("Q8_0", 33): 8,
+        ("Q8_0", 64): 8,
+        ("Q8_0", 65): 1,
+        ("Q4_0", 33): 1,
+        ("Q4_0", 64): 1,
+        ("Q4_0", 65): 1,
+    }
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the matrix-unit kernel)")
 @pytest.mark.parametrize("qtype", ALL_QTYPES)
@@ -572,17 +594,18 @@ def test_gpu_tile_mma_every_format(qtype):
     """The tiled matrix multiply for every format and 16-bit x dtype: row counts either side of
     each XROWS (partial x tiles), vocabs off a multiple of its 128 rows and of 8 (the
     element-wise stores) and on them (the 16-byte stores), x of 3 dims and x off a 16-byte
-    boundary (a view one value into a buffer)."""
+    boundary (a view one value into a buffer); rows of 640 values where the blocks allow (a chunk
+    and a half: the unrolled step loop of tuning.TILE_MMA_UNROLLED_FORMATS ends mid-pass)."""
     rng = np.random.default_rng(10)
-    for vocab in (1001, 1024):
-        data = moderate(random_table_bytes(rng, qtype, vocab, 512), qtype)
-        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+    for vocab, dims in ((1001, 640 if 640 % FORMATS[qtype].block_values == 0 else 768), (1024, 512)):
+        data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
+        table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
         for dtype in (mx.float16, mx.bfloat16):
             for n in (1, 33, 64, 65, 130):
-                x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
+                x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
                 assert_close(head.tile_mma(table, x, "cuda"), x, W)
-            flat = mx.array(rng.standard_normal(2 * 40 * 512 + 1).astype(np.float32)).astype(dtype)
-            for x in (flat[1:].reshape(2, 40, 512), flat[:-1].reshape(2, 40, 512)):
+            flat = mx.array(rng.standard_normal(2 * 40 * dims + 1).astype(np.float32)).astype(dtype)
+            for x in (flat[1:].reshape(2, 40, dims), flat[:-1].reshape(2, 40, dims)):
                 assert_close(head.tile_mma(table, x, "cuda"), x, W)
 
 

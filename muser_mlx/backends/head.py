@@ -220,7 +220,8 @@ def tile_mma_buffers(table: Table, xrows: int) -> TileBuffers:
 def tile_mma_launch(table: Table, x: mx.array) -> Launch:
     """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
     rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``, its shared memory as
-    :func:`tile_mma_buffers` lays it out."""
+    :func:`tile_mma_buffers` lays it out, its step loop unrolled by a chunk's steps where
+    tuning.tile_mma_unrolled says so."""
     n = x_rows(x)
     xrows = tuning.tile_mma_xrows(n)
     chunk, raw, stages, shared = tile_mma_buffers(table, xrows)
@@ -235,6 +236,7 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),
+            ("UNROLL", chunk // TILE_K if tuning.tile_mma_unrolled(table.qtype, xrows) else 1),
         ),
         grid=(groups * TILE_THREADS, 1, 1),
         threadgroup=(TILE_THREADS, 1, 1),

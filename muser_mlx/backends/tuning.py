@@ -82,6 +82,12 @@ TILE_MMA_WIDE_FORMATS = frozenset(
     "Q4_K Q4_0 Q4_1 Q2_K Q3_K NVFP4 IQ4_NL IQ4_XS IQ3_S IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_S IQ1_M".split()
 )
 TILE_MMA_XROWS = (64, 128)
+# The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL)
+# for the formats of TILE_MMA_UNROLLED_FORMATS at TILE_MMA_UNROLLED_XROWS rows of x per threadgroup:
+# measured 3-16% faster for them there, up to 37% slower for others, and 2-4x slower at 128 rows
+# ("Tiled matrix multiply").
+TILE_MMA_UNROLLED_XROWS = 64
+TILE_MMA_UNROLLED_FORMATS = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0".split())
 # Steps of x (TILE_K values of XROWS rows) in shared memory, copied asynchronously AHEAD = XSTAGES - 1
 # steps before the step that multiplies them ("Tiled matrix multiply").
 TILE_MMA_X_STAGES = 4
@@ -163,6 +169,11 @@ def tile_mma_max_rows(qtype: str) -> int:
 def tile_mma_xrows(n: int) -> int:
     """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows."""
     return _holding(TILE_MMA_XROWS, n)
+
+
+def tile_mma_unrolled(qtype: str, xrows: int) -> bool:
+    """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x."""
+    return xrows == TILE_MMA_UNROLLED_XROWS and qtype in TILE_MMA_UNROLLED_FORMATS
 
 
 def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
