@@ -28,7 +28,7 @@
 // nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
 // UNROLL: steps per pass of the step loop as compiled, 1 or a chunk's (CHUNK / tile_k), where each
 // step's buffer indexes and decode offsets become constants (backends/tuning.py: tile_mma_unrolled,
-// faster for some formats at XROWS 64, slower for others and with XROWS 128's registers).
+// measured faster for some formats at XROWS 64, slower for the others and at XROWS 128).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
 // muser_half_products; from the prelude: muser_load_words, muser_load_words_at2.
