@@ -625,26 +625,27 @@ def test_gpu_tile_mma_values_are_the_gathers(qtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
-def test_gpu_matvec_every_layout():
+@pytest.mark.parametrize("qtype", ["Q4_K", "F32"])
+@pytest.mark.parametrize(("n", "rows"), [(1, 1), (3, 4), (13, 8), (16, 16)])
+def test_gpu_matvec_every_layout(qtype, n, rows):
     """Every (ROWS, VROWS, VALUES) the tuning may pick, on Q4_K and F32; bytedot's (ROWS, VROWS,
-    RUNS) on Q4_K."""
-    rng = np.random.default_rng(8)
-    for qtype in ("Q4_K", "F32"):
-        data = moderate(random_table_bytes(rng, qtype, 301, 512), qtype)
-        table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
-        for n, rows in ((1, 1), (3, 4), (13, 8), (16, 16)):
-            x = mx.array(rng.standard_normal((n, 512)).astype(np.float32))
-            for vrows in (1, 2, 4, 8):
-                for values in (8, 16, 32):
-                    if rows * vrows <= 32:
-                        layout = dict(MATVEC_ROWS=(rows,), MATVEC_VROWS={rows: vrows}, MATVEC_VALUES=values)
-                        with tuning.fixed(**layout, MATVEC_MIN_WARPS=0):  # the layout, for 301 rows too
-                            assert_close(head.matvec(table, x, _GPU_BACKEND), x, W)
-            for vrows in (4, 8, 16):
-                for runs in (1, 2):
-                    if qtype == "Q4_K" and _GPU_BACKEND == "cuda" and rows * vrows <= 32 and rows < 8:
-                        with tuning.fixed(MATVEC_ROWS=(rows,), BYTEDOT_VROWS=vrows, BYTEDOT_RUNS=runs):
-                            assert_close(head.bytedot(table, x, _GPU_BACKEND), x, W)
+    RUNS) on Q4_K. A case per table and pass width, each a dozen kernels to compile, so that
+    pytest-xdist spreads them."""
+    rng = np.random.default_rng((8, n))
+    data = moderate(random_table_bytes(rng, qtype, 301, 512), qtype)
+    table, W = Table.from_bytes(data, qtype, 512), dequantized(data, qtype)
+    x = mx.array(rng.standard_normal((n, 512)).astype(np.float32))
+    for vrows in (1, 2, 4, 8):
+        for values in (8, 16, 32):
+            if rows * vrows <= 32:
+                layout = dict(MATVEC_ROWS=(rows,), MATVEC_VROWS={rows: vrows}, MATVEC_VALUES=values)
+                with tuning.fixed(**layout, MATVEC_MIN_WARPS=0):  # the layout, for 301 rows too
+                    assert_close(head.matvec(table, x, _GPU_BACKEND), x, W)
+    for vrows in (4, 8, 16):
+        for runs in (1, 2):
+            if qtype == "Q4_K" and _GPU_BACKEND == "cuda" and rows * vrows <= 32 and rows < 8:
+                with tuning.fixed(MATVEC_ROWS=(rows,), BYTEDOT_VROWS=vrows, BYTEDOT_RUNS=runs):
+                    assert_close(head.bytedot(table, x, _GPU_BACKEND), x, W)
 
 
 @pytest.mark.gpu
