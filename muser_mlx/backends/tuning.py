@@ -87,7 +87,7 @@ TILE_MMA_XROWS = (64, 128)
 # measured 3-16% faster for them there, up to 46% slower for others, and 1.2-4.1x slower at 128
 # rows ("The step loop unrolled").
 TILE_MMA_UNROLLED_XROWS = 64
-TILE_MMA_UNROLLED_FORMATS = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0".split())
+TILE_MMA_UNROLLED_FORMATS = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0 F16 BF16".split())
 # Steps of x (TILE_K values of XROWS rows) in shared memory, copied asynchronously AHEAD = XSTAGES - 1
 # steps before the step that multiplies them ("Tiled matrix multiply").
 TILE_MMA_X_STAGES = 4
