@@ -3,7 +3,8 @@
 Which kernel computes them, for how many rows of x of which dtype, is
 :func:`muser_mlx.backends.head.choose`'s decision: streamed kernels for few rows on a GPU (the
 table read once per pass, no float copy of it), on CUDA a tiled matrix multiply through shared
-memory for some more rows of 16-bit x, the tiled matmul otherwise.
+memory for some more rows of 16-bit x, the tiled matmul otherwise; a float table whose values are
+x's dtype goes, where the tiled matmul would, straight to MLX's matmul on its bytes.
 """
 
 from __future__ import annotations
@@ -100,7 +101,10 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
     """``dL/dx = g @ W``: ``g [..., vocab]`` -> ``[..., dims]`` in g's dtype, the tiles of ``W``
     (:func:`head.over_tiles`, in g's dtype) multiplied and summed in float32, each tile after the
-    sum before it."""
+    sum before it; for a float table whose values are g's dtype one matmul on them as they are
+    (:func:`head.float_values`)."""
+    if head.values_of(table, g.dtype):
+        return g @ head.float_values(table)
 
     def step(start: int, stop: int, tile: mx.array, total: mx.array | None) -> mx.array:
         part = (g[..., start:stop] @ tile).astype(mx.float32)  # [..., dims]
@@ -121,7 +125,8 @@ class Linear(TableModule):
 
     The output is in x's dtype (float32, float16 or bfloat16) plus the bias's promotion, as
     ``nn.Linear``; computed by :func:`as_linear` (streamed kernels for few rows of x on a GPU,
-    tiles of dequantized rows and MLX's matmul otherwise), differentiable in x.
+    tiles of dequantized rows and MLX's matmul otherwise, or for a float table of x's dtype MLX's
+    matmul on its bytes as they are), differentiable in x.
     """
 
     def __init__(

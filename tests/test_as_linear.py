@@ -359,7 +359,7 @@ def test_which_head_kernel(monkeypatch):
     formats of TILE_MMA_WIDE_FORMATS); byte dot products one row of a
     table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
     MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
-    backend, the tiled matmul."""
+    backend, the tiled matmul, but for a float table of x's own dtype: MLX's matmul on its bytes."""
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 9)
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_group_shared", lambda: 227 << 10)
     rng = np.random.default_rng(4)
@@ -375,19 +375,21 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(q4k, first, dtype, "cuda") == "mma"
         assert head.choose(q4k, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
         above = "tile_mma" if dtype != mx.float32 else "tiled"  # float16 and bfloat16 x, any format
+        same = dtype == mx.float16  # F16's values are float16 x's dtype: MLX's matmul on its bytes
         assert head.choose(q4k, tuning.MMA_MAX_ROWS + 1, dtype, "cuda") == above
-        assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == above
+        assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == ("float_matmul" if same else above)
         for table in (q4k, f16):  # Q4_K one of TILE_MMA_WIDE_FORMATS, F16 not
             last = tuning.tile_mma_max_rows(table.qtype)
-            assert head.choose(table, last, dtype, "cuda") == above
-            assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
+            matmul = same and table is f16
+            assert head.choose(table, last, dtype, "cuda") == ("float_matmul" if matmul else above)
+            assert head.choose(table, last + 1, dtype, "cuda") == ("float_matmul" if matmul else "tiled")
         with tuning.fixed(TILE_MMA_WIDE_FORMATS=frozenset()):
             assert head.choose(q4k, tuning.TILE_MMA_MAX_ROWS + 1, dtype, "cuda") == "tiled"
         assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, dtype, "metal") == "tiled"
         assert head.choose(f16, first, dtype, "cuda") == "matvec"
         assert head.choose(q4k, first, dtype, "metal") == "matvec"
         assert head.choose(q4k, first, dtype, "ops") == "tiled"
-        assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == "tiled"
+        assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == ("float_matmul" if same else "tiled")
     assert tuning.MMA_MIN_ROWS[mx.float32] > tuning.MMA_MIN_ROWS[mx.float16] > 1
     cases = [
         (big, 1, mx.float32, "cuda", "bytedot"),
@@ -400,13 +402,43 @@ def test_which_head_kernel(monkeypatch):
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
     assert tuning.MMA_MAX_ROWS < tuning.TILE_MMA_MIN_ROWS <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
-    odd = Table.from_bytes(random_table_bytes(rng, "F16", 3, 48), "F16", 48)  # dims off whole steps of 32
+    odd = Table.from_bytes(random_table_bytes(rng, "BF16", 3, 48), "BF16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
     with pytest.raises(ValueError, match="float16 or bfloat16 x"):
         head.tile_mma(q4k, mx.zeros((40, 256)), "cuda")
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 7)
     assert head.choose(q4k, 16, mx.float16, "cuda") == "matvec"
     assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
+
+
+@pytest.mark.parametrize("qtype", ["F16", "BF16", "F32"])
+def test_float_tables_take_mlx_matmul_on_their_bytes(qtype):
+    """A float table whose values are x's dtype: beyond the streamed kernels' rows (on the ops
+    backend at any row count) the logits are MLX's matmul on the table's bytes as they are, bit
+    for bit ``x @ W.T`` of the same values in a fresh array, no float copy made; its input
+    gradient likewise ``g @ W``. Another dtype of x takes the head it took before."""
+    rng = np.random.default_rng(11)
+    data = moderate(random_table_bytes(rng, qtype, 4096, 256), qtype)
+    table = Table.from_bytes(data, qtype, 256)
+    dtype = table.format.values_dtype
+    weight = mx.array(dequantized(data, qtype).astype(np.float32)).astype(dtype)
+    other = mx.float32 if dtype != mx.float32 else mx.float16
+    for device in ("cpu", "cuda", "metal", "ops"):
+        assert head.choose(table, tuning.MATVEC_MAX_ROWS + 1, dtype, device) == "float_matmul"
+        assert head.choose(table, 512, other, device) != "float_matmul"
+    assert head.choose(table, 1, dtype, "ops") == "float_matmul"
+    assert head.choose(table, tuning.MATVEC_MAX_ROWS, dtype, "cpu") == "cpu_matvec"
+    assert head.choose(table, tuning.MATVEC_MAX_ROWS, dtype, "cuda") == "matvec"
+    x = mx.array(rng.standard_normal((40, 256)).astype(np.float32)).astype(dtype)
+    g = mx.array(rng.standard_normal((40, 4096)).astype(np.float32)).astype(dtype)
+    mx.eval(table.data, weight, x, g)
+    mx.reset_peak_memory()
+    before = mx.get_active_memory()
+    (out,), (dx,) = mx.vjp(lambda x: [as_linear(table, x)], [x], [g])
+    mx.eval(out, dx)
+    assert mx.get_peak_memory() - before < table.nbytes // 4  # the logits and dx, no copy of the table
+    assert np.array_equal(np.array(out.astype(mx.float32)), np.array((x @ weight.T).astype(mx.float32)))
+    assert np.array_equal(np.array(dx.astype(mx.float32)), np.array((g @ weight).astype(mx.float32)))
 
 
 def test_module_and_function_agree_under_compile():

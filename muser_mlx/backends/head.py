@@ -14,6 +14,8 @@ that chooses among them for a row count and dtype (:func:`choose`).
 - ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
+- ``float_matmul`` (a float table whose values are x's dtype, where ``tiled`` would run): MLX's
+  matmul on the table's bytes viewed as its values; no copy at all.
 
 Every kernel takes ``x [..., dims]`` (at least one row) and gives ``[..., vocab]`` in x's dtype,
 accumulating in float32; the layouts are tuning.py's. The streamed kernels read x's rows
@@ -49,8 +51,11 @@ TILE_MMA_DTYPES = (mx.float16, mx.bfloat16)  # x of kernels/tile_mma.h: its mult
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     """The head kernel for ``rows`` rows of x of ``dtype`` on ``backend`` (docs/performance.md,
-    "Head kernel by row count"): ``"mma"``, ``"bytedot"``, ``"matvec"`` or ``"tiled"``, a key of
-    :data:`HEADS`."""
+    "Head kernel by row count"): ``"tile_mma"``, ``"mma"``, ``"bytedot"``, ``"matvec"``,
+    ``"cpu_matvec"``, ``"tiled"`` or ``"float_matmul"``, a key of :data:`HEADS`."""
+    streamed = backend == "cpu" or backend in KERNEL_BACKENDS
+    if values_of(table, dtype) and (rows > tuning.MATVEC_MAX_ROWS or not streamed):
+        return "float_matmul"
     if backend == "cpu":  # the extension's kernels/matvec.h (cpu.py); measured faster than tiled at 4-16 rows
         return "cpu_matvec" if rows <= tuning.MATVEC_MAX_ROWS else "tiled"
     if backend not in KERNEL_BACKENDS:
@@ -118,6 +123,23 @@ def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
     """``x @ tile.T`` for each tile of the table (:func:`over_tiles`), concatenated."""
     parts = over_tiles(table, x.dtype, backend, lambda start, stop, tile, last: x @ tile.T)
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=-1)
+
+
+def values_of(table: Table, dtype: mx.Dtype) -> bool:
+    """Whether ``table``'s bytes are values of ``dtype`` as they are: a float table of it."""
+    return not table.format.quantized and table.format.values_dtype == dtype
+
+
+def float_values(table: Table) -> mx.array:
+    """A float table's bytes ``uint8 [vocab, row_bytes]`` viewed, not copied, as its values
+    ``[vocab, dims]`` of ``table.format.values_dtype``."""
+    return mx.view(table.data, table.format.values_dtype)
+
+
+def float_matmul(table: Table, x: mx.array, backend: str) -> mx.array:
+    """``x @ W.T`` by MLX's matmul, ``W`` the float table's values (:func:`float_values`), x of
+    their dtype: the tiled path's products without its copy of the table."""
+    return x @ float_values(table).T
 
 
 def streaming_threads(vocab: int, vrows: int) -> int:
@@ -339,4 +361,5 @@ HEADS = {
     "matvec": matvec,
     "cpu_matvec": cpu_matvec,
     "tiled": tiled,
+    "float_matmul": float_matmul,
 }

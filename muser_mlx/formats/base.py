@@ -32,6 +32,8 @@ FLOAT_KINDS = {
     "ue4m3": FloatKind(mx.uint8, 0x78, False),
 }
 
+VALUE_DTYPES = {"f16": mx.float16, "bf16": mx.bfloat16, "f32": mx.float32}  # a float format's float_kind
+
 
 @dataclass(frozen=True)
 class Format:
@@ -103,6 +105,12 @@ class Format:
         """Blocks of levels (small integers, kernels/formats.h: level_bytes) with a scale and
         offset per run; the float formats (F32, F16, BF16) store each value itself."""
         return self.block_values > 1
+
+    @property
+    def values_dtype(self) -> mx.Dtype | None:
+        """The MLX dtype a float format stores each value as (F32 float32, F16 float16, BF16
+        bfloat16), so that its bytes viewed as it are the values; None for a quantized format."""
+        return None if self.quantized else VALUE_DTYPES[self.float_kind]
 
 
 def _spread(mask: int) -> tuple[int, int]:
