@@ -14,8 +14,9 @@ that chooses among them for a row count and dtype (:func:`choose`).
 - ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
-- ``float_matmul`` (a float table whose values are x's dtype, where ``tiled`` would run): MLX's
-  matmul on the table's bytes viewed as its values; no copy at all.
+- ``float_matmul`` (a float table whose values are x's dtype: where ``tiled`` would run, and on
+  CUDA for 16-bit x at any row count): MLX's matmul on the table's bytes viewed as its values; no
+  copy at all.
 
 Every kernel takes ``x [..., dims]`` (at least one row) and gives ``[..., vocab]`` in x's dtype,
 accumulating in float32; the layouts are tuning.py's. The streamed kernels read x's rows
@@ -54,7 +55,7 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     "Head kernel by row count"): ``"tile_mma"``, ``"mma"``, ``"bytedot"``, ``"matvec"``,
     ``"cpu_matvec"``, ``"tiled"`` or ``"float_matmul"``, a key of :data:`HEADS`."""
     streamed = backend == "cpu" or backend in KERNEL_BACKENDS
-    if values_of(table, dtype) and (rows > tuning.MATVEC_MAX_ROWS or not streamed):
+    if values_of(table, dtype) and (rows >= tuning.float_matmul_min_rows(backend, dtype) or not streamed):
         return "float_matmul"
     if backend == "cpu":  # the extension's kernels/matvec.h (cpu.py); measured faster than tiled at 4-16 rows
         return "cpu_matvec" if rows <= tuning.MATVEC_MAX_ROWS else "tiled"

@@ -35,6 +35,10 @@ COMPILED_IDS = 64
 # (tile_rows), the floats alive at once.
 MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
+# A float table whose values are x's dtype ("Float tables"): MLX's matmul on its bytes from
+# FLOAT_MATMUL_MIN_ROWS rows of 16-bit x on CUDA (measured as fast as the matvec at one row, 4-9x
+# faster at 8-16); float32 x, the CPU and Metal keep the matvec up to MATVEC_MAX_ROWS.
+FLOAT_MATMUL_MIN_ROWS = 1
 MMA_MAX_ROWS = 32
 BYTEDOT_MAX_ROWS = 1
 # A table of fewer bytes than this (a small model's projection) takes the matvec's one launch
@@ -169,6 +173,12 @@ def tile_mma_max_rows(qtype: str) -> int:
 def tile_mma_xrows(n: int) -> int:
     """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows."""
     return _holding(TILE_MMA_XROWS, n)
+
+
+def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
+    """Rows of x of ``dtype`` from which a float table of that dtype takes MLX's matmul on
+    ``backend``, where the streamed kernels would run before (backends/head.py: ``choose``)."""
+    return FLOAT_MATMUL_MIN_ROWS if backend == "cuda" and dtype != mx.float32 else MATVEC_MAX_ROWS + 1
 
 
 def tile_mma_unrolled(qtype: str, xrows: int) -> bool:
