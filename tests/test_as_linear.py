@@ -415,20 +415,22 @@ def test_which_head_kernel(monkeypatch):
 @pytest.mark.parametrize("qtype", ["F16", "BF16", "F32"])
 def test_float_tables_take_mlx_matmul_on_their_bytes(qtype):
     """A float table whose values are x's dtype: beyond the streamed kernels' rows (on the ops
-    backend at any row count) the logits are MLX's matmul on the table's bytes as they are, bit
-    for bit ``x @ W.T`` of the same values in a fresh array, no float copy made; its input
-    gradient likewise ``g @ W``. Another dtype of x takes the head it took before."""
+    backend at any row count; on the CPU extension beyond CPU_MATVEC_MAX_ROWS) the logits are
+    MLX's matmul on the table's bytes as they are, bit for bit ``x @ W.T`` of the same values in
+    a fresh array, no float copy made; its input gradient likewise ``g @ W``. Another dtype of x
+    takes the head it took before."""
     rng = np.random.default_rng(11)
     data = moderate(random_table_bytes(rng, qtype, 16384, 512), qtype)
     table = Table.from_bytes(data, qtype, 512)
     dtype = table.format.values_dtype
     weight = mx.array(dequantized(data, qtype).astype(np.float32)).astype(dtype)
     other = mx.float32 if dtype != mx.float32 else mx.float16
-    for device in ("cpu", "cuda", "metal", "ops"):
-        assert head.choose(table, tuning.MATVEC_MAX_ROWS + 1, dtype, device) == "float_matmul"
-        assert head.choose(table, 512, other, device) != "float_matmul"
+    with tuning.fixed(CPU_MATVEC_MAX_ROWS=tuning.MATVEC_MAX_ROWS):  # macOS's: MLX's matmul is Accelerate's
+        for device in ("cpu", "cuda", "metal", "ops"):
+            assert head.choose(table, tuning.MATVEC_MAX_ROWS + 1, dtype, device) == "float_matmul"
+            assert head.choose(table, 512, other, device) != "float_matmul"
     assert head.choose(table, 1, dtype, "ops") == "float_matmul"
-    assert head.choose(table, tuning.MATVEC_MAX_ROWS, dtype, "cpu") == "cpu_matvec"
+    assert head.choose(table, tuning.CPU_MATVEC_MAX_ROWS, dtype, "cpu") == "cpu_matvec"
     assert head.choose(table, tuning.MATVEC_MAX_ROWS, dtype, "metal") == "matvec"
     cuda = "matvec" if dtype == mx.float32 else "float_matmul"  # float32 x: the exact matvec, whatever TF32 says
     assert head.choose(table, 1, dtype, "cuda") == cuda
@@ -437,12 +439,13 @@ def test_float_tables_take_mlx_matmul_on_their_bytes(qtype):
     mx.eval(table.data, weight, x, g)
     mx.reset_peak_memory()
     before = mx.get_active_memory()
-    (out,), (dx,) = mx.vjp(lambda x: [as_linear(table, x)], [x], [g])
+    backend = _GPU_BACKEND or "ops"  # ops: MLX's matmul at any row count, as on macOS's CPU beyond 16
+    (out,), (dx,) = mx.vjp(lambda x: [as_linear(table, x, backend=backend)], [x], [g])
     mx.eval(out, dx)
     assert mx.get_peak_memory() - before < table.nbytes // 2  # the logits, dx, a matmul's workspace: no copy
     assert np.array_equal(np.array(out.astype(mx.float32)), np.array((x @ weight.T).astype(mx.float32)))
     assert np.array_equal(np.array(dx.astype(mx.float32)), np.array((g @ weight).astype(mx.float32)))
-    compiled = mx.compile(lambda x: as_linear(table, x, backend="ops"))  # the view inside a compiled call
+    compiled = mx.compile(lambda x: as_linear(table, x, backend=backend))  # the view inside a compiled call
     for n in (1, 17):
         assert np.array_equal(
             np.array(compiled(x[:n]).astype(mx.float32)), np.array((x[:n] @ weight.T).astype(mx.float32))

@@ -22,7 +22,7 @@ import pytest
 from test_as_linear import assert_close, dequantized, moderate
 
 from muser_mlx import FORMATS, Embedding, Table, as_linear, backends, embedding
-from muser_mlx.backends import cpu
+from muser_mlx.backends import cpu, head, tuning
 
 from conftest import assert_bits_equal, random_table_bytes, reference, subprocess_env
 
@@ -121,9 +121,25 @@ def test_head_matches_float64(qtype, dtype):
     )
     data = moderate(random_table_bytes(rng, qtype, 45, dims), qtype)
     table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
-    for n in (1, 2, 3, 6):  # the kernel's passes of 1, 2 and 4 rows of x
+    for n in (1, 2, 3, 6, 40):  # the kernel's passes of 1, 2 and 4 rows of x; 40: beyond MATVEC_MAX_ROWS
         x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
         assert_close(as_linear(table, x, backend="cpu"), x, W)
+
+
+def test_the_extensions_head_takes_every_row_count_off_macos():
+    """The CPU extension's matvec serves every row count where MLX's CPU matmul is netlib's
+    reference BLAS (its Linux wheels), and up to MATVEC_MAX_ROWS on macOS (Accelerate's): beyond,
+    the tiled path, or for a float table of x's dtype MLX's matmul on its bytes."""
+    rng = np.random.default_rng(8)
+    q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
+    f32 = Table.from_bytes(random_table_bytes(rng, "F32", 3, 256), "F32", 256)
+    darwin = sys.platform == "darwin"
+    assert tuning.CPU_MATVEC_MAX_ROWS == (tuning.MATVEC_MAX_ROWS if darwin else 1 << 62)
+    for table, beyond in ((q4k, "tiled"), (f32, "float_matmul")):
+        assert head.choose(table, 4096, mx.float32, "cpu") == (beyond if darwin else "cpu_matvec")
+        with tuning.fixed(CPU_MATVEC_MAX_ROWS=tuning.MATVEC_MAX_ROWS):
+            assert head.choose(table, tuning.MATVEC_MAX_ROWS, mx.float32, "cpu") == "cpu_matvec"
+            assert head.choose(table, tuning.MATVEC_MAX_ROWS + 1, mx.float32, "cpu") == beyond
 
 
 @needs_extension
@@ -137,8 +153,8 @@ def test_head_of_a_strided_x_under_compile_and_its_vjp():
     g = mx.array(rng.standard_normal((2, 70)).astype(np.float32))
     want = np.array(g).astype(np.float64) @ W
     # as_linear's own vjp (linear.differentiable_head) and the primitive's (csrc/primitives.cpp)
-    for head in (lambda v: as_linear(table, v, backend="cpu"), lambda v: cpu.matvec(table, v)):
-        grad = mx.grad(lambda v, head=head: (head(v) * g).sum())(last)
+    for logits in (lambda v: as_linear(table, v, backend="cpu"), lambda v: cpu.matvec(table, v)):
+        grad = mx.grad(lambda v, logits=logits: (logits(v) * g).sum())(last)
         assert np.max(np.abs(np.array(grad) - want)) <= 1e-5 * np.max(np.abs(np.array(g)) @ np.abs(W))
 
 

@@ -10,7 +10,8 @@ that chooses among them for a row count and dtype (:func:`choose`).
   x of many rows: prefill): a tiled matrix multiply on the matrix units, the table dequantized a
   tile at a time into shared memory (the gather's values in x's dtype) and read once per
   threadgroup of x rows; no float copy of the table in device memory.
-- ``cpu_matvec`` (the ``cpu`` backend, few rows of x): kernels/matvec.h in the CPU extension.
+- ``cpu_matvec`` (the ``cpu`` backend; beyond few rows of x only where MLX's CPU matmul is not
+  Accelerate's, ``tuning.CPU_MATVEC_MAX_ROWS``): kernels/matvec.h in the CPU extension.
 - ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
@@ -54,11 +55,12 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     """The head kernel for ``rows`` rows of x of ``dtype`` on ``backend`` (docs/performance.md,
     "Head kernel by row count"): ``"tile_mma"``, ``"mma"``, ``"bytedot"``, ``"matvec"``,
     ``"cpu_matvec"``, ``"tiled"`` or ``"float_matmul"``, a key of :data:`HEADS`."""
-    streamed = backend == "cpu" or backend in KERNEL_BACKENDS
-    if values_of(table, dtype) and (rows >= tuning.float_matmul_min_rows(backend, dtype) or not streamed):
+    if backend == "cpu" and rows <= tuning.CPU_MATVEC_MAX_ROWS:  # the extension's kernels/matvec.h (cpu.py)
+        return "cpu_matvec"
+    if values_of(table, dtype) and (
+        backend not in KERNEL_BACKENDS or rows >= tuning.float_matmul_min_rows(backend, dtype)
+    ):
         return "float_matmul"
-    if backend == "cpu":  # the extension's kernels/matvec.h (cpu.py); measured faster than tiled at 4-16 rows
-        return "cpu_matvec" if rows <= tuning.MATVEC_MAX_ROWS else "tiled"
     if backend not in KERNEL_BACKENDS:
         return "tiled"
     device = BACKENDS[backend]

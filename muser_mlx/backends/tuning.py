@@ -8,6 +8,7 @@ duration of a ``with`` block; the package's entry points take no layout argument
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
@@ -37,8 +38,12 @@ MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
 # A float table whose values are x's dtype ("Float tables"): MLX's matmul on its bytes from
 # FLOAT_MATMUL_MIN_ROWS rows of 16-bit x on CUDA (measured as fast as the matvec at one row, 4-9x
-# faster at 8-16); float32 x, the CPU and Metal keep the matvec up to MATVEC_MAX_ROWS.
+# faster at 8-16); float32 x and Metal keep the matvec up to MATVEC_MAX_ROWS.
 FLOAT_MATMUL_MIN_ROWS = 1
+# The CPU extension's matvec ("CPU"): at every row count off macOS, where MLX's wheels bring netlib's
+# reference BLAS for its CPU matmul (measured 5-8x slower than the matvec at 17-256 rows, every
+# table); up to MATVEC_MAX_ROWS on macOS, where that matmul is Accelerate's (not measured).
+CPU_MATVEC_MAX_ROWS = MATVEC_MAX_ROWS if sys.platform == "darwin" else 1 << 62
 MMA_MAX_ROWS = 32
 BYTEDOT_MAX_ROWS = 1
 # A table of fewer bytes than this (a small model's projection) takes the matvec's one launch
@@ -176,8 +181,8 @@ def tile_mma_xrows(n: int) -> int:
 
 
 def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
-    """Rows of x of ``dtype`` from which a float table of that dtype takes MLX's matmul on
-    ``backend``, where the streamed kernels would run before (backends/head.py: ``choose``)."""
+    """Rows of x of ``dtype`` from which a float table of that dtype takes MLX's matmul on the
+    GPU ``backend``, where the streamed kernels would run before (backends/head.py: ``choose``)."""
     return FLOAT_MATMUL_MIN_ROWS if backend == "cuda" and dtype != mx.float32 else MATVEC_MAX_ROWS + 1
 
 
