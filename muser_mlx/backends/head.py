@@ -12,7 +12,7 @@ that chooses among them for a row count and dtype (:func:`choose`).
   threadgroup of x rows; no float copy of the table in device memory.
 - ``cpu_matvec`` (the ``cpu`` backend; beyond few rows of x only where MLX's CPU matmul is not
   Accelerate's, ``tuning.CPU_MATVEC_MAX_ROWS``): kernels/matvec.h in the CPU extension.
-- ``tiled`` (long x on the GPU or the CPU: prefill; every x on the ``ops`` backend): vocab rows
+- ``tiled`` (long x on the GPU or macOS's CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
   time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 - ``float_matmul`` (a float table whose values are x's dtype: where ``tiled`` would run, and on
