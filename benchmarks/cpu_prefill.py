@@ -23,6 +23,8 @@ from muser_mlx.backends import head
 
 from common import alternating_medians, markdown, random_q_bytes, save
 
+NAMES = ("cpu_matvec", "tiled", "float_matmul", "MLX matmul", "NumPy matmul")  # the columns
+
 
 def contenders(table: Table) -> dict:
     """name -> f(x) for float32 x ``[rows, dims]``."""
@@ -77,8 +79,6 @@ def main() -> None:
         )
     )
 
-
-NAMES = ("cpu_matvec", "tiled", "float_matmul", "MLX matmul", "NumPy matmul")
 
 if __name__ == "__main__":
     main()

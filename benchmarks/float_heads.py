@@ -22,13 +22,13 @@ import argparse
 import mlx.core as mx
 import numpy as np
 
-from muser_mlx import Table, as_linear, backends
+from muser_mlx import FORMATS, Table, as_linear, backends
 from muser_mlx.backends import head, tuning
 
 from common import GLIMMER, copy_bandwidth, markdown, queued_seconds, random_q_bytes, save
 
 QUEUED = 4
-X_DTYPES = {"F16": mx.float16, "BF16": mx.bfloat16, "F32": mx.float32}
+FLOAT_FORMATS = ["F16", "BF16", "F32"]  # x of each one's Format.values_dtype
 
 
 def contenders(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> list[str]:
@@ -55,7 +55,7 @@ def timings(table: Table, x: mx.array, backend: str, reps: int) -> dict[str, flo
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--formats", nargs="+", default=list(X_DTYPES), choices=list(X_DTYPES))
+    p.add_argument("--formats", nargs="+", default=FLOAT_FORMATS, choices=FLOAT_FORMATS)
     p.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 512])
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
@@ -66,7 +66,7 @@ def main() -> None:
     results = {"dims": args.dims, "vocab": args.vocab, "runs": []}
     rows_md = []
     for qtype in args.formats:
-        dtype = X_DTYPES[qtype]
+        dtype = FORMATS[qtype].values_dtype
         table = Table.from_bytes(random_q_bytes(qtype, args.vocab, args.dims), qtype, args.dims)
         mx.eval(table.data)
         backend = backends.select("auto", table)
