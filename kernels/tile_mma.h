@@ -4,7 +4,7 @@
 // 16 and the tiled path writes and reads a float copy of it).
 //
 // A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
-// r0 .. by XROWS (64 or 128) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
+// r0 .. by XROWS (32, 64 or 128) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
 // b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
 // The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
 // format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
@@ -84,7 +84,8 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     CHUNK_BYTES = CHUNK / F::block_values * F::block_bytes,
     A_VALUES = tile_rows * tile_k,           // one buffer of table values
     B_VALUES = XROWS * tile_k,               // one stage of x values
-    X_PIECES = B_VALUES / 8 / tile_threads,  // 16-byte pieces of x per thread and step
+    X_STEP_PIECES = B_VALUES / 8,                                   // 16-byte pieces of x per step
+    X_PIECES = (X_STEP_PIECES + tile_threads - 1) / tile_threads,  // per thread (at XROWS 32, half the threads one)
     AHEAD = XSTAGES - 1,                     // steps of x in flight beyond the one multiplied
     WARP_COLS = XROWS / 2,                   // x rows per warp
     NT = WARP_COLS / 8,                      // n8 tiles per warp
@@ -141,6 +142,9 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   auto copy_x = [&](uint32_t s) {
     for (int c = 0; c < X_PIECES; ++c) {
       const uint32_t piece = thread + c * tile_threads, m = piece / 4, k = piece % 4 * 8;
+      if (piece >= uint32_t(X_STEP_PIECES)) {
+        break;
+      }
       H* to = b_tiles + s % XSTAGES * B_VALUES + tile_at(m, k);
       const bool live = m0 + m < n;
       const uint8_t* from = reinterpret_cast<const uint8_t*>(x + uint64_t(live ? m0 + m : 0) * DIMS + s * tile_k + k);

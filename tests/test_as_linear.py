@@ -310,7 +310,7 @@ def test_cpu_tile_mma_kernel(qtype):
     for vocab in (133, 136):
         data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
         table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
-        for dtype, n in ((mx.float16, 40), (mx.bfloat16, 70)):
+        for dtype, n in ((mx.float16, 20), (mx.float16, 40), (mx.bfloat16, 70)):
             x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
             assert_close(cpu_tile_mma(table, x), x, W)
     x = mx.array(rng.standard_normal((1, 3, dims)).astype(np.float32)).astype(mx.float16)
@@ -354,8 +354,9 @@ def test_cpu_tile_mma_at_any_depth_of_x(stages):
 
 def test_which_head_kernel(monkeypatch):
     """The matrix units take quantized tables on CUDA (compute capability 8+) from MMA_MIN_ROWS
-    rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, then any table and
-    16-bit x in the tiled matrix multiply to TILE_MMA_MAX_ROWS (TILE_MMA_WIDE_MAX_ROWS for the
+    rows of x (float32 x later: three multiplies per product) to MMA_MAX_ROWS, but 16-bit x from
+    TILE_MMA_MIN_ROWS (beyond MMA_MAX_ROWS for the formats of MMA_KEPT_FORMATS) takes any table
+    to the tiled matrix multiply, to TILE_MMA_MAX_ROWS (TILE_MMA_WIDE_MAX_ROWS for the
     formats of TILE_MMA_WIDE_FORMATS); byte dot products one row of a
     table of BYTEDOT_MIN_BYTES or more; float tables, smaller tables, float32 x below
     MMA_MIN_ROWS and Metal keep the lane-wise matvec up to MATVEC_MAX_ROWS; beyond, and on the ops
@@ -364,6 +365,7 @@ def test_which_head_kernel(monkeypatch):
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_group_shared", lambda: 227 << 10)
     rng = np.random.default_rng(4)
     q4k = Table.from_bytes(random_table_bytes(rng, "Q4_K", 3, 256), "Q4_K", 256)
+    q5_0 = Table.from_bytes(random_table_bytes(rng, "Q5_0", 3, 256), "Q5_0", 256)  # one of MMA_KEPT_FORMATS
     f16 = Table.from_bytes(random_table_bytes(rng, "F16", 3, 256), "F16", 256)
     big = Table.from_bytes(np.zeros((-(-tuning.BYTEDOT_MIN_BYTES // 144), 144), np.uint8), "Q4_K", 256)
     assert head.choose(big, 1, mx.float16, "cuda") == "bytedot"
@@ -373,10 +375,13 @@ def test_which_head_kernel(monkeypatch):
     for dtype, first in tuning.MMA_MIN_ROWS.items():
         assert head.choose(q4k, first - 1, dtype, "cuda") in ("bytedot", "matvec")
         assert head.choose(q4k, first, dtype, "cuda") == "mma"
-        assert head.choose(q4k, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
         above = "tile_mma" if dtype != mx.float32 else "tiled"  # float16 and bfloat16 x, any format
         same = dtype == mx.float16  # F16's values are float16 x's dtype: MLX's matmul on its bytes
-        assert head.choose(q4k, tuning.MMA_MAX_ROWS + 1, dtype, "cuda") == above
+        for table in (q4k, q5_0):
+            start = tuning.tile_mma_min_rows(table.qtype) if dtype != mx.float32 else tuning.MMA_MAX_ROWS + 1
+            assert head.choose(table, start - 1, dtype, "cuda") == "mma"
+            assert head.choose(table, start, dtype, "cuda") == above
+        assert head.choose(q5_0, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
         assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == ("float_matmul" if same else above)
         for table in (q4k, f16):  # Q4_K one of TILE_MMA_WIDE_FORMATS, F16 not
             last = tuning.tile_mma_max_rows(table.qtype)
@@ -389,7 +394,7 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(f16, first, dtype, "cuda") == ("float_matmul" if same else "matvec")
         assert head.choose(q4k, first, dtype, "metal") == "matvec"
         assert head.choose(q4k, first, dtype, "ops") == "tiled"
-        assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == ("float_matmul" if same else "tiled")
+        assert head.choose(f16, tuning.MATVEC_MAX_ROWS + 1, dtype, "cuda") == ("float_matmul" if same else above)
     assert tuning.MMA_MIN_ROWS[mx.float32] > tuning.MMA_MIN_ROWS[mx.float16] > 1
     cases = [
         (big, 1, mx.float32, "cuda", "bytedot"),
@@ -402,7 +407,8 @@ def test_which_head_kernel(monkeypatch):
     ]
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
-    assert tuning.MMA_MAX_ROWS < tuning.TILE_MMA_MIN_ROWS <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
+    assert tuning.MMA_MIN_ROWS[mx.float16] < tuning.TILE_MMA_MIN_ROWS <= tuning.MMA_MAX_ROWS < tuning.tile_mma_min_rows("Q5_0")
+    assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
     odd = Table.from_bytes(random_table_bytes(rng, "BF16", 3, 48), "BF16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
     with pytest.raises(ValueError, match="float16 or bfloat16 x"):
@@ -446,10 +452,11 @@ def test_float_tables_take_mlx_matmul_on_their_bytes(qtype):
     assert np.array_equal(np.array(out.astype(mx.float32)), np.array((x @ weight.T).astype(mx.float32)))
     assert np.array_equal(np.array(dx.astype(mx.float32)), np.array((g @ weight).astype(mx.float32)))
     compiled = mx.compile(lambda x: as_linear(table, x, backend=backend))  # the view inside a compiled call
-    for n in (1, 17):
-        assert np.array_equal(
-            np.array(compiled(x[:n]).astype(mx.float32)), np.array((x[:n] @ weight.T).astype(mx.float32))
-        )
+    for n in (1, 17):  # the row counts that take MLX's matmul here (not float32 x's one row on CUDA)
+        if head.choose(table, n, dtype, backend) == "float_matmul":
+            assert np.array_equal(
+                np.array(compiled(x[:n]).astype(mx.float32)), np.array((x[:n] @ weight.T).astype(mx.float32))
+            )
 
 
 def test_module_and_function_agree_under_compile():

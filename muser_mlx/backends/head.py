@@ -86,7 +86,7 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int) -
     xrows = tuning.tile_mma_xrows(rows)
     return (
         dtype in TILE_MMA_DTYPES
-        and tuning.TILE_MMA_MIN_ROWS <= rows <= tuning.tile_mma_max_rows(table.qtype)
+        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * TILE_THREADS <= MAX_THREADS
         and tile_mma_buffers(table, xrows).shared <= group_shared

@@ -80,17 +80,19 @@ BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
 BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
-# float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows to TILE_MMA_MAX_ROWS, for the formats of
-# TILE_MMA_WIDE_FORMATS to TILE_MMA_WIDE_MAX_ROWS (measured faster there than the tiled matmul,
-# which the others take beyond TILE_MMA_MAX_ROWS): rows of x per threadgroup, the first of
-# TILE_MMA_XROWS that holds x's rows, else the last.
-TILE_MMA_MIN_ROWS = 33
+# float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
+# formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
+# TILE_MMA_MAX_ROWS, for the formats of TILE_MMA_WIDE_FORMATS to TILE_MMA_WIDE_MAX_ROWS (measured
+# faster there than the tiled matmul, which the others take beyond TILE_MMA_MAX_ROWS): rows of x
+# per threadgroup, the first of TILE_MMA_XROWS that holds x's rows, else the last.
+TILE_MMA_MIN_ROWS = 17
+MMA_KEPT_FORMATS = frozenset({"Q5_0", "Q3_K", "TQ1_0"})
 TILE_MMA_MAX_ROWS = 64
 TILE_MMA_WIDE_MAX_ROWS = 128
 TILE_MMA_WIDE_FORMATS = frozenset(
     "Q4_K Q4_0 Q4_1 Q2_K Q3_K NVFP4 IQ4_NL IQ4_XS IQ3_S IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_S IQ1_M".split()
 )
-TILE_MMA_XROWS = (64, 128)
+TILE_MMA_XROWS = (32, 64, 128)
 # The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL)
 # for the formats of TILE_MMA_UNROLLED_FORMATS at TILE_MMA_UNROLLED_XROWS rows of x per threadgroup:
 # measured 3-16% faster for them there, up to 46% slower for others, and 1.2-4.1x slower at 128
@@ -168,6 +170,11 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
     return rows, vrows, BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS) if dims % 64 == 0 else 1
+
+
+def tile_mma_min_rows(qtype: str) -> int:
+    """The fewest rows of x kernels/tile_mma.h takes for a ``qtype`` table."""
+    return MMA_MAX_ROWS + 1 if qtype in MMA_KEPT_FORMATS else TILE_MMA_MIN_ROWS
 
 
 def tile_mma_max_rows(qtype: str) -> int:
