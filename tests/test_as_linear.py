@@ -407,7 +407,12 @@ def test_which_head_kernel(monkeypatch):
     ]
     for table, n, dtype, device, kernel in cases:
         assert head.choose(table, n, dtype, device) == kernel, (table, n, dtype, device)
-    assert tuning.MMA_MIN_ROWS[mx.float16] < tuning.TILE_MMA_MIN_ROWS <= tuning.MMA_MAX_ROWS < tuning.tile_mma_min_rows("Q5_0")
+    assert (
+        tuning.MMA_MIN_ROWS[mx.float16]
+        < tuning.TILE_MMA_MIN_ROWS
+        <= tuning.MMA_MAX_ROWS
+        < tuning.tile_mma_min_rows("Q5_0")
+    )
     assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
     odd = Table.from_bytes(random_table_bytes(rng, "BF16", 3, 48), "BF16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
