@@ -34,7 +34,7 @@ import muser_mlx
 from muser_mlx import Embedding, Linear, Table, backends
 from muser_mlx.backends import tuning
 
-from common import markdown, random_q_bytes, save
+from common import markdown, random_q_bytes, save, tuning_constants
 
 # Gemma 3 270M (its GGUF's metadata) and the types of its Q4_K_M file, by tensor
 GEMMA_270M = {
@@ -147,9 +147,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--prefill", type=int, default=512, help="prompt tokens for the prefill time (0: skip)")
     ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--tuning", nargs="*", default=[], metavar="NAME=VALUE", help="tuning constants for the run")
+    ap.add_argument(
+        "--tuning", nargs="*", default=[], metavar="NAME=VALUE", help="tuning constants for the run (Python literals)"
+    )
     args = ap.parse_args()
-    constants = {name: int(value) for name, value in (a.split("=") for a in args.tuning)}
+    constants = tuning_constants(";".join(args.tuning))
     with tuning.fixed(**constants):
         run(args, constants)
 

@@ -48,13 +48,20 @@ NB_MODULE(_cpu, m) {
   nb::dict formats;
   int count;
   const muser_ext::FormatKernels* const* all = muser_ext::all_format_kernels(&count);
-  for (int k = 0; k < count; ++k) formats[all[k]->name] = all[k]->ggml_type;
+  bool byte_dots = false;
+  for (int k = 0; k < count; ++k) {
+    formats[all[k]->name] = all[k]->ggml_type;
+    byte_dots = byte_dots || all[k]->byte_head[muser_ext::float32];
+  }
   m.attr("formats") = formats;
+  m.attr("byte_dots") = byte_dots;  // whether the quantized formats' heads have byte dot products
 
   m.def("gather", &muser_ext::gather, "table"_a, "ids"_a, "ggml_type"_a, "dims"_a, "dtype"_a, nb::kw_only(),
         "stream"_a = nb::none(),
         "Rows ``ids`` of ``table`` (uint8 [vocab, row_bytes], ggml type ``ggml_type``, width ``dims``) "
         "dequantized: ``ids.shape + (dims,)`` in ``dtype``; ids clamped to ``min(unsigned(id), vocab - 1)``.");
-  m.def("head", &muser_ext::head, "table"_a, "x"_a, "ggml_type"_a, nb::kw_only(), "stream"_a = nb::none(),
-        "Logits ``x @ W.T`` of ``x [n, dims]`` from the table's bytes: ``[n, vocab]`` in x's dtype.");
+  m.def("head", &muser_ext::head, "table"_a, "x"_a, "ggml_type"_a, nb::kw_only(), "byte_dots"_a = true,
+        "stream"_a = nb::none(),
+        "Logits ``x @ W.T`` of ``x [n, dims]`` from the table's bytes: ``[n, vocab]`` in x's dtype; a "
+        "quantized table's by the byte dot products where ``byte_dots`` and the build has them.");
 }

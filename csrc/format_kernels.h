@@ -1,6 +1,8 @@
-// One format's CPU kernels: the shared templates kernels/gather.h (gather_rows) and
-// kernels/matvec.h (matvec_rows) in the CPU dialect (prelude_cpu.h) with one-lane warps
-// (lanes_cpu_serial.h), over a range of rows. CMakeLists.txt generates one translation unit per
+// One format's CPU kernels: the shared templates kernels/gather.h (gather_rows) and, for the LM
+// head, kernels/matvec.h's frame with its FloatLanes (matvec_rows) for a float format, and on AVX2
+// for a quantized one kernels/bytedot_cpu.h's CpuByteLanes, the byte dot products on x's run records
+// (kernels/xruns.h), in the CPU dialect (prelude_cpu.h) with one-lane warps (lanes_cpu_serial.h),
+// over a range of rows. CMakeLists.txt generates one translation unit per
 // Format<ggml::NAME> in kernels/format_*.h (format_kernels.cpp.in), which includes its decoder and
 // defines that format's FormatKernels with MUSER_EXT_FORMAT_KERNELS. Those units are compiled for
 // the target's vector extensions and include nothing of MLX or the standard library beyond
@@ -8,8 +10,8 @@
 #pragma once
 #include "prelude_cpu.h"
 #include "lanes_cpu_serial.h"
+#include "bytedot_cpu.h"
 #include "gather.h"
-#include "matvec.h"
 #include "kernel_table.h"
 
 namespace muser_ext {
@@ -59,17 +61,53 @@ void gather_range(const GatherJob& job, uint32_t first, uint32_t end) {
 // a warp's table rows stay in L1 between passes).
 enum { head_vrows = 4 };
 
-template <typename F, int TYPE>
-void head_range(const HeadJob& job, uint32_t first, uint32_t end) {
+// A quantized format's levels are bytes (formats.h: ByteLevels): where the target has the vector
+// byte dot products, its head takes them.
+template <typename F>
+constexpr bool byte_dots =
+#ifdef MUSER_CPU_BYTE_DOTS
+    requires { F::level_bits; };
+#else
+    false;
+#endif
+
+// The head's lanes (matvec.h's stream_logits) by rows of x per pass.
+template <typename F, int VALUES>
+struct FloatLanesOf {
+  template <int ROWS>
+  using Lanes = muser::FloatLanes<F, VALUES, ROWS, head_vrows>;
+};
+#ifdef MUSER_CPU_BYTE_DOTS
+template <typename F, int PLANES>
+struct ByteLanesOf {
+  template <int ROWS>
+  using Lanes = muser::CpuByteLanes<F, ROWS, head_vrows, PLANES>;
+};
+#endif
+
+// x's run records in byte planes (xruns.h): 2 for 16-bit x, 3 for float32 x.
+template <int TYPE>
+constexpr int planes = TYPE == float32 ? 3 : 2;
+
+template <int TYPE>
+void head_runs(const HeadJob& job) {
   typedef typename Element<TYPE>::type X;
+  const uint32_t runs = job.n * (job.dims / muser::x_run_values);
+  for (uint32_t run = 0; run < runs; ++run) {
+    muser::x_runs<planes<TYPE>>(static_cast<const X*>(job.x), runs, job.runs, run);
+  }
+}
+
+// Rows of x per pass (ROWS: 1, 2, or 4 with passes of 4 beyond) of a head's Lanes, table rows
+// [first, end).
+template <typename F, typename X, template <int> class Lanes, typename XP>
+void head_rows(const HeadJob& job, XP x, uint32_t first, uint32_t end) {
   const uint32_t warps = (job.vocab + head_vrows - 1) / head_vrows;  // one warp per head_vrows rows
   auto run = [&]<int ROWS>() {
-    by_values<F>(job.dims, [&]<int VALUES>() {
-      for (uint32_t w = first / head_vrows; w * head_vrows < end; ++w) {
-        muser::matvec_rows<F, VALUES, ROWS, head_vrows>(job.table, static_cast<const X*>(job.x), job.n,
-                                                        static_cast<X*>(job.out), job.dims, job.vocab, w, warps);
-      }
-    });
+    for (uint32_t w = first / head_vrows; w * head_vrows < end; ++w) {
+      muser::stream_logits<F, ROWS, head_vrows, Lanes<ROWS>, const uint8_t*>(job.table, x, job.n, static_cast<X*>(job.out),
+                                                                           job.dims, job.vocab, w, warps);
+    }
   };
   if (job.n == 1) {
     run.template operator()<1>();
@@ -80,6 +118,34 @@ void head_range(const HeadJob& job, uint32_t first, uint32_t end) {
   }
 }
 
+template <typename F, int TYPE>
+void head_range(const HeadJob& job, uint32_t first, uint32_t end) {
+  typedef typename Element<TYPE>::type X;
+  by_values<F>(job.dims, [&]<int VALUES>() {
+    head_rows<F, X, FloatLanesOf<F, VALUES>::template Lanes>(job, static_cast<const X*>(job.x), first, end);
+  });
+}
+
+// byte_head's ranges where the format and the target have them, else nullptr.
+template <typename F, int TYPE>
+constexpr HeadRange byte_head_range() {
+#ifdef MUSER_CPU_BYTE_DOTS
+  if constexpr (byte_dots<F>) {
+    return [](const HeadJob& job, uint32_t first, uint32_t end) {
+      typedef typename Element<TYPE>::type X;
+      head_rows<F, X, ByteLanesOf<F, planes<TYPE>>::template Lanes>(job, static_cast<const uint32_t*>(job.runs),
+                                                                     first, end);
+    };
+  }
+#endif
+  return nullptr;
+}
+
+template <typename F, int TYPE>
+constexpr HeadRuns byte_head_runs() {
+  return byte_dots<F> ? head_runs<TYPE> : nullptr;
+}
+
 template <typename F>
 FormatKernels kernels_of(const char* name, int ggml_type) {
   return FormatKernels{name,
@@ -88,7 +154,11 @@ FormatKernels kernels_of(const char* name, int ggml_type) {
                        F::block_bytes,
                        head_vrows,
                        {gather_range<F, float32>, gather_range<F, float16>, gather_range<F, bfloat16>},
-                       {head_range<F, float32>, head_range<F, float16>, head_range<F, bfloat16>}};
+                       {head_range<F, float32>, head_range<F, float16>, head_range<F, bfloat16>},
+                       {byte_head_range<F, float32>(), byte_head_range<F, float16>(), byte_head_range<F, bfloat16>()},
+                       {byte_head_runs<F, float32>(), byte_head_runs<F, float16>(), byte_head_runs<F, bfloat16>()},
+                       {muser::XRunRecord<planes<float32>>::words, muser::XRunRecord<planes<float16>>::words,
+                        muser::XRunRecord<planes<bfloat16>>::words}};
 }
 
 }  // namespace

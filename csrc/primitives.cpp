@@ -149,14 +149,14 @@ bool Gather::is_equivalent(const mx::Primitive& other) const {
   return &k_ == &g.k_ && dims_ == g.dims_;
 }
 
-mx::array head(const mx::array& table, const mx::array& x, int ggml_type, mx::StreamOrDevice s) {
+mx::array head(const mx::array& table, const mx::array& x, int ggml_type, bool byte_dots, mx::StreamOrDevice s) {
   const FormatKernels& k = kernels_for(ggml_type);
   float_type(x.dtype(), "x");
   if (x.ndim() != 2 || x.shape(1) < 1) {
     throw std::invalid_argument("x must be [n, dims]");
   }
   check_table(table, k, x.shape(1));
-  return mx::array({x.shape(0), table.shape(0)}, x.dtype(), std::make_shared<Head>(cpu_stream(s), k), {table, x});
+  return mx::array({x.shape(0), table.shape(0)}, x.dtype(), std::make_shared<Head>(cpu_stream(s), k, byte_dots), {table, x});
 }
 
 void Head::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
@@ -167,15 +167,23 @@ void Head::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>
   encoder.set_input_array(table);
   encoder.set_input_array(x);
   encoder.set_output_array(out);
-  encoder.dispatch([table, x, out = out.data<void>(), k = &k_]() {
+  encoder.dispatch([table, x, out = out.data<void>(), k = &k_, byte_dots = byte_dots_]() {
     const uint32_t n = uint32_t(x.shape(0)), dims = uint32_t(x.shape(1)), vocab = uint32_t(table.shape(0));
     if (n == 0) return;
     std::vector<uint8_t> table_copy, x_copy;
-    const HeadJob job{static_cast<const uint8_t*>(row_major(table, table_copy)), row_major(x, x_copy), out, n, dims,
-                      vocab};
+    std::vector<uint32_t> runs;
+    HeadJob job{static_cast<const uint8_t*>(row_major(table, table_copy)), row_major(x, x_copy), out, n, dims, vocab,
+                nullptr};
     const FloatType type = float_type(x.dtype(), "x");
+    HeadRange range = k->head[type];
+    if (byte_dots && k->byte_head[type]) {  // x's run records first, once (16 values each)
+      runs.resize(uint64_t(n) * (dims / 16) * k->head_run_words[type]);
+      job.runs = runs.data();
+      k->head_runs[type](job);
+      range = k->byte_head[type];
+    }
     parallel_for(vocab, k->head_row_step, std::max<uint64_t>(1, min_head_values / (uint64_t(dims) * n)),
-                 [&](uint64_t first, uint64_t end) { k->head[type](job, uint32_t(first), uint32_t(end)); });
+                 [&](uint64_t first, uint64_t end) { range(job, uint32_t(first), uint32_t(end)); });
   });
 }
 
@@ -204,7 +212,8 @@ std::vector<mx::Shape> Head::output_shapes(const std::vector<mx::array>& inputs)
 }
 
 bool Head::is_equivalent(const mx::Primitive& other) const {
-  return &k_ == &static_cast<const Head&>(other).k_;
+  const Head& h = static_cast<const Head&>(other);
+  return &k_ == &h.k_ && byte_dots_ == h.byte_dots_;
 }
 
 }  // namespace muser_ext

@@ -19,9 +19,12 @@ mx::array gather(const mx::array& table, const mx::array& ids, int ggml_type, in
                  mx::StreamOrDevice s = {});
 
 // x [n, dims] (float32, float16 or bfloat16) -> logits [n, vocab] in x's dtype, accumulated in
-// float32 from the exact dequantized values (kernels/matvec.h). Its vjp for x is g @ W (the
-// table dequantized in g's dtype by gather).
-mx::array head(const mx::array& table, const mx::array& x, int ggml_type, mx::StreamOrDevice s = {});
+// float32: for a quantized table where byte_dots and the build has them, by the byte dot products
+// (kernels/bytedot_cpu.h: x as integers per run of 16 values, kernels/xruns.h), else from the exact
+// dequantized values (kernels/matvec.h). Its vjp for x is g @ W (the table dequantized in g's
+// dtype by gather).
+mx::array head(const mx::array& table, const mx::array& x, int ggml_type, bool byte_dots = true,
+               mx::StreamOrDevice s = {});
 
 class Gather : public mx::Primitive {
  public:
@@ -39,7 +42,8 @@ class Gather : public mx::Primitive {
 
 class Head : public mx::Primitive {
  public:
-  Head(mx::Stream stream, const FormatKernels& kernels) : mx::Primitive(stream), k_(kernels) {}
+  Head(mx::Stream stream, const FormatKernels& kernels, bool byte_dots)
+      : mx::Primitive(stream), k_(kernels), byte_dots_(byte_dots) {}
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   std::vector<mx::array> vjp(const std::vector<mx::array>& primals, const std::vector<mx::array>& cotangents,
@@ -50,6 +54,7 @@ class Head : public mx::Primitive {
 
  private:
   const FormatKernels& k_;
+  bool byte_dots_;
 };
 
 }  // namespace muser_ext

@@ -151,24 +151,36 @@ def run_maxima(x: np.ndarray) -> np.ndarray:
     return np.repeat(m, 16, axis=-1)
 
 
-@settings(deadline=None, max_examples=10)
-@given(problems(max_vocab=12, max_rows=3, ndims=(2,), qtypes=QUANTIZED), st.integers(0, 2**32 - 1))
-def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
-    """x spread over 2^+-30 (float16: 2^+-6) within each run: bytedot's integers keep 7 * PLANES bits below each
-    run's largest |x| (kernels/bytedot.h), so its error is bounded by dtype rounding plus
-    2^-(7 * PLANES) of the run maxima against |W|, not by the small values' own size."""
+def spread_within_runs(problem, seed: int) -> tuple[Table, np.ndarray, mx.array]:
+    """problems()'s (table, W, x) with x spread over 2^+-30 (float16: 2^+-6) within each run of 16
+    values, its float16 logits finite (else hypothesis draws again)."""
     table, data, x = problem
     rng = np.random.default_rng(seed)
     spread = 6 if x.dtype == mx.float16 else 30
     wide = np.array(x.astype(mx.float32)) * np.exp2(rng.integers(-spread, spread + 1, x.shape)).astype(np.float32)
     x = mx.array(wide).astype(x.dtype)
     W = dequantized(data, table.qtype)
+    assume(x.dtype != mx.float16 or np.abs(np.array(x.astype(mx.float32)) @ W.T).max() < 2.0**14)
+    return table, W, x
+
+
+def assert_within_run_rounding(out: mx.array, x: mx.array, W: np.ndarray, planes: int) -> None:
+    """The byte dot products' bound: x's integers keep 7 * PLANES bits below each run's largest |x|
+    (kernels/xruns.h), so the error is dtype rounding plus 2^-(7 * PLANES) of the run maxima against
+    |W|, not bounded by the small values' own size."""
     x64 = np.array(x.astype(mx.float32)).astype(np.float64)
-    assume(x.dtype != mx.float16 or np.abs(x64 @ W.T).max() < 2.0**14)  # float16 logits stay finite
-    out = np.array(cpu_bytedot(table, x).astype(mx.float32)).astype(np.float64)
-    planes = bytedot_launch(table, x).define("PLANES")
+    out64 = np.array(out.astype(mx.float32)).astype(np.float64)
     bound = X_DTYPES[x.dtype] * (np.abs(x64) @ np.abs(W).T) + 2.0 ** -(7 * planes) * (run_maxima(x64) @ np.abs(W).T)
-    assert np.all(np.abs(out - x64 @ W.T) <= bound + SMALLEST_NORMAL[x.dtype])
+    assert np.all(np.abs(out64 - x64 @ W.T) <= bound + SMALLEST_NORMAL[x.dtype])
+
+
+@settings(deadline=None, max_examples=10)
+@given(problems(max_vocab=12, max_rows=3, ndims=(2,), qtypes=QUANTIZED), st.integers(0, 2**32 - 1))
+def test_bytedot_error_is_bounded_by_each_runs_largest_x(problem, seed):
+    """x spread within each run (spread_within_runs): bytedot's error within the byte dot products'
+    bound (assert_within_run_rounding), not the small values' own size."""
+    table, W, x = spread_within_runs(problem, seed)
+    assert_within_run_rounding(cpu_bytedot(table, x), x, W, bytedot_launch(table, x).define("PLANES"))
 
 
 def decoded_records(records: np.ndarray, planes: int) -> tuple[np.ndarray, ...]:

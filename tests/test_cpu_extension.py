@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -19,10 +20,21 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 import pytest
-from test_as_linear import assert_close, dequantized, moderate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_as_linear import (
+    QUANTIZED,
+    assert_close,
+    assert_within_run_rounding,
+    dequantized,
+    moderate,
+    problems,
+    spread_within_runs,
+)
 
 from muser_mlx import FORMATS, Embedding, Table, as_linear, backends, embedding
 from muser_mlx.backends import cpu, head, tuning
+from muser_mlx.backends.head import x_planes
 
 from conftest import assert_bits_equal, random_table_bytes, reference, subprocess_env
 
@@ -112,7 +124,11 @@ def test_gather_under_compile(shapeless):
 @needs_extension
 @pytest.mark.parametrize("qtype", sorted(FORMATS))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_head_matches_float64(qtype, dtype):
+@pytest.mark.parametrize("byte_dots", [True, False], ids=["byte_dots", "values"])
+def test_head_matches_float64(qtype, dtype, byte_dots):
+    """The extension's head, a quantized table's by the byte dot products (kernels/bytedot_cpu.h)
+    or from its dequantized values (kernels/matvec.h, tuning.CPU_BYTE_DOTS False), within
+    test_as_linear's bound of float64 for x of normal values."""
     rng = np.random.default_rng(5)
     dims = (
         FORMATS[qtype].block_values * (1 if FORMATS[qtype].block_values == 256 else 8)
@@ -121,9 +137,30 @@ def test_head_matches_float64(qtype, dtype):
     )
     data = moderate(random_table_bytes(rng, qtype, 45, dims), qtype)
     table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
-    for n in (1, 2, 3, 6, 40):  # the kernel's passes of 1, 2 and 4 rows of x; 40: beyond MATVEC_MAX_ROWS
-        x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
-        assert_close(as_linear(table, x, backend="cpu"), x, W)
+    with tuning.fixed(CPU_BYTE_DOTS=byte_dots):
+        for n in (1, 2, 3, 6, 40):  # the kernel's passes of 1, 2 and 4 rows of x; 40: beyond MATVEC_MAX_ROWS
+            x = mx.array(rng.standard_normal((n, dims)).astype(np.float32)).astype(dtype)
+            assert_close(as_linear(table, x, backend="cpu"), x, W)
+
+
+@needs_extension
+@settings(deadline=None, max_examples=15)
+@given(problems(max_vocab=12, max_rows=6, ndims=(2,), qtypes=QUANTIZED), st.integers(0, 2**32 - 1))
+def test_byte_dots_head_error_is_bounded_by_each_runs_largest_x(problem, seed):
+    """The extension's byte dot products take x as the GPUs' do (kernels/xruns.h's records: 2
+    planes for 16-bit x, 3 for float32): within their bound for x spread within each run, where
+    the head from dequantized values would meet 1e-5 of float64 (test_as_linear's
+    assert_within_run_rounding, spread_within_runs)."""
+    table, W, x = spread_within_runs(problem, seed)
+    assert_within_run_rounding(as_linear(table, x, backend="cpu"), x, W, x_planes(x.dtype))
+
+
+@pytest.mark.skipif(os.environ.get("MUSER_MLX_CPU_EXTENSION") == "0", reason="built without it on purpose")
+def test_the_byte_dot_products_are_built_for_x86_64():
+    """The kernel units' target ISA (x86-64-v3 or native on x86-64) has AVX2, which
+    kernels/bytedot_cpu.h needs; elsewhere the heads take the dequantized values."""
+    module = cpu._module()[0]
+    assert module.byte_dots == (platform.machine() in ("x86_64", "AMD64"))
 
 
 def test_the_extensions_head_takes_every_row_count_off_macos():

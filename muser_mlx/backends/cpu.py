@@ -13,6 +13,7 @@ from functools import cache
 import mlx.core as mx
 
 from ..ids import check_dtype
+from . import tuning
 
 
 @cache
@@ -52,7 +53,9 @@ def bind(table, dtype: mx.Dtype):
 
 
 def matvec(table, x: mx.array) -> mx.array:
-    """``x [n, dims]`` (n >= 1) -> logits ``[n, vocab]`` in x's dtype from the table's bytes
-    (kernels/matvec.h, float32 accumulation). A plain MLX primitive: its vjp for x is
-    ``g @ W``, W dequantized in g's dtype."""
-    return _module()[0].head(table.data, x, table.format.ggml_type, stream=mx.cpu)
+    """``x [n, dims]`` (n >= 1) -> logits ``[n, vocab]`` in x's dtype from the table's bytes,
+    float32 accumulation: a quantized table's by the byte dot products where the build has them
+    and ``tuning.CPU_BYTE_DOTS`` (kernels/bytedot_cpu.h), else from the dequantized values
+    (kernels/matvec.h). A plain MLX primitive: its vjp for x is ``g @ W``, W dequantized in g's
+    dtype."""
+    return _module()[0].head(table.data, x, table.format.ggml_type, byte_dots=tuning.CPU_BYTE_DOTS, stream=mx.cpu)

@@ -44,6 +44,9 @@ FLOAT_MATMUL_MIN_ROWS = 1
 # reference BLAS for its CPU matmul (measured 5-8x slower than the matvec at 17-256 rows, every
 # table); up to MATVEC_MAX_ROWS on macOS, where that matmul is Accelerate's (not measured).
 CPU_MATVEC_MAX_ROWS = MATVEC_MAX_ROWS if sys.platform == "darwin" else 1 << 62
+# The extension's head of a quantized table on byte dot products, x as integers per run of 16
+# values (kernels/bytedot_cpu.h, AVX2 builds), rather than from the dequantized values ("CPU").
+CPU_BYTE_DOTS = True
 MMA_MAX_ROWS = 32
 BYTEDOT_MAX_ROWS = 1
 # A table of fewer bytes than this (a small model's projection) takes the matvec's one launch
