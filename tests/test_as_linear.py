@@ -634,17 +634,19 @@ def test_tile_mma_within_the_devices_shared_memory(monkeypatch):
 
 def test_tile_mma_unrolls_where_measured():
     """kernels/tile_mma.h's step loop is unrolled by a chunk's steps (Q8_0: 8 steps of 32 values)
-    for the formats of TILE_MMA_UNROLLED_FORMATS at 64 rows of x per threadgroup, and not at 128
-    rows nor for the other formats."""
+    for the formats tuning.TILE_MMA_UNROLLED lists at 32 and 64 rows of x per threadgroup, and not
+    at 128 rows nor for the other formats."""
     rng = np.random.default_rng(6)
     q8 = Table.from_bytes(random_table_bytes(rng, "Q8_0", 3, 256), "Q8_0", 256)
     q40 = Table.from_bytes(random_table_bytes(rng, "Q4_0", 3, 256), "Q4_0", 256)
     unroll = {
         (t.qtype, n): dict(head.tile_mma_launch(t, mx.zeros((n, 256), mx.float16)).defines)["UNROLL"]
         for t in (q8, q40)
-        for n in (33, 64, 65)
+        for n in (20, 33, 64, 65)
     }
     assert unroll == {
+        ("Q8_0", 20): 8,
+        ("Q4_0", 20): 1,
         ("Q8_0", 33): 8,
         ("Q8_0", 64): 8,
         ("Q8_0", 65): 1,
@@ -662,7 +664,7 @@ def test_gpu_tile_mma_every_format(qtype):
     each XROWS (partial x tiles), vocabs off a multiple of its 128 rows and of 8 (the
     element-wise stores) and on them (the 16-byte stores), x of 3 dims and x off a 16-byte
     boundary (a view one value into a buffer); rows of 640 values where the blocks allow (a chunk
-    and a half: the unrolled step loop of tuning.TILE_MMA_UNROLLED_FORMATS ends mid-pass)."""
+    and a half: the unrolled step loop of tuning.TILE_MMA_UNROLLED ends mid-pass)."""
     rng = np.random.default_rng(10)
     for vocab, dims in ((1001, 640 if 640 % FORMATS[qtype].block_values == 0 else 768), (1024, 512)):
         data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)

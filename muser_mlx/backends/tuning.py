@@ -96,12 +96,13 @@ TILE_MMA_WIDE_FORMATS = frozenset(
     "Q4_K Q4_0 Q4_1 Q2_K Q3_K NVFP4 IQ4_NL IQ4_XS IQ3_S IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_S IQ1_M".split()
 )
 TILE_MMA_XROWS = (32, 64, 128)
-# The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL)
-# for the formats of TILE_MMA_UNROLLED_FORMATS at TILE_MMA_UNROLLED_XROWS rows of x per threadgroup:
-# measured 3-16% faster for them there, up to 46% slower for others, and 1.2-4.1x slower at 128
-# rows ("The step loop unrolled").
-TILE_MMA_UNROLLED_XROWS = 64
-TILE_MMA_UNROLLED_FORMATS = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0 F16 BF16".split())
+# The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL),
+# by rows of x per threadgroup, for the formats listed there: measured 3-16% faster for them at 64
+# rows, up to 46% slower for others, and 1.2-4.1x slower at 128 rows ("The step loop unrolled");
+# at 32 rows 4-20% faster for those and for IQ1_S, IQ2_S and IQ2_XS, up to 12% slower for Q2_K,
+# Q4_0, IQ4_NL and TQ2_0 ("32 rows of x a threadgroup").
+_UNROLLED_AT_64 = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0 F16 BF16".split())
+TILE_MMA_UNROLLED = {32: _UNROLLED_AT_64 | {"IQ1_S", "IQ2_S", "IQ2_XS"}, 64: _UNROLLED_AT_64}
 # Steps of x (TILE_K values of XROWS rows) in shared memory, copied asynchronously AHEAD = XSTAGES - 1
 # steps before the step that multiplies them ("Tiled matrix multiply").
 TILE_MMA_X_STAGES = 4
@@ -198,7 +199,7 @@ def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
 
 def tile_mma_unrolled(qtype: str, xrows: int) -> bool:
     """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x."""
-    return xrows == TILE_MMA_UNROLLED_XROWS and qtype in TILE_MMA_UNROLLED_FORMATS
+    return qtype in TILE_MMA_UNROLLED.get(xrows, ())
 
 
 def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
