@@ -1,7 +1,9 @@
 """Instructions per value of the CPU extension's kernels, counted by valgrind's callgrind (a count,
-not a time: it holds on a loaded machine). A driver runs the gather (64 ids) and the one-row head
+not a time: it holds on a loaded machine). A driver runs the gather (64 ids) and the one-row heads
 of a random 256 x 4,096 table through kernels/ as csrc/format_kernels.h does (one-lane warps,
-lanes_cpu_serial.h), compiled as CMakeLists.txt compiles the kernel units.
+lanes_cpu_serial.h), compiled as CMakeLists.txt compiles the kernel units: the head from the
+dequantized values (kernels/matvec.h) and, for a quantized format on an AVX2 target, the byte dot
+products (kernels/bytedot_cpu.h, float32 x's run records made first, counted with them).
 
     python benchmarks/cpu_instructions.py                       # Q8_0 Q4_K Q6_K
     python benchmarks/cpu_instructions.py --formats Q4_K --values 32 --vrows 8
@@ -23,7 +25,7 @@ DRIVER = """
 #include "lanes_cpu_serial.h"
 #include "format_{file}.h"
 #include "gather.h"
-#include "matvec.h"
+#include "bytedot_cpu.h"
 #include <cstdlib>
 #include <vector>
 typedef muser::Format<muser::ggml::{qtype}> F;
@@ -36,15 +38,30 @@ __attribute__((noinline)) void head(const uint8_t* t, const float* x, float* out
   const uint32_t warps = ({vocab} + {vrows} - 1) / {vrows};
   for (uint32_t w = 0; w < warps; ++w) muser::matvec_rows<F, {values}, 1, {vrows}>(t, x, 1u, out, {dims}u, {vocab}u, w, warps);
 }}
+template <typename G>  // a template, so that a float format's discarded branch is not instantiated
+__attribute__((noinline)) void bytedot(const uint8_t* t, const float* x, uint32_t* runs, float* out) {{
+#ifdef MUSER_CPU_BYTE_DOTS
+  if constexpr (requires {{ G::level_bits; }}) {{
+    for (uint32_t r = 0; r < {dims} / 16; ++r) muser::x_runs<3>(x, {dims}u / 16, runs, r);
+    const uint32_t warps = ({vocab} + {vrows} - 1) / {vrows};
+    for (uint32_t w = 0; w < warps; ++w)
+      muser::stream_logits<G, 1, {vrows}, muser::CpuByteLanes<G, 1, {vrows}, 3>, const uint8_t*>(
+          t, static_cast<const uint32_t*>(runs), 1u, out, {dims}u, {vocab}u, w, warps);
+  }}
+#endif
+}}
 int main() {{
   std::vector<uint8_t> t(uint64_t({vocab}) * ({dims} / F::block_values) * F::block_bytes);
   for (auto& b : t) b = uint8_t(std::rand());
   std::vector<int64_t> ids({ids});
   for (auto& i : ids) i = std::rand() % {vocab};
-  std::vector<float> out({ids} * {dims}), x({dims}, 0.5f), logits({vocab});
+  std::vector<float> out({ids} * {dims}), x({dims}), logits({vocab}), byte_logits({vocab});
+  for (auto& v : x) v = float(std::rand()) / RAND_MAX - 0.5f;
+  std::vector<uint32_t> runs({dims} / 16 * muser::XRunRecord<3>::words);
   gather(t.data(), ids.data(), out.data());
   head(t.data(), x.data(), logits.data());
-  volatile float sink = out[1] + logits[1];  // keeps both results live; the exit status stays 0
+  bytedot<F>(t.data(), x.data(), runs.data(), byte_logits.data());
+  volatile float sink = out[1] + logits[1] + byte_logits[1];  // keeps both results live; the exit status stays 0
   (void)sink;
   return 0;
 }}
@@ -65,9 +82,9 @@ def count(qtype: str, values: int, vrows: int, flags: list[str]) -> dict[str, fl
             ["callgrind_annotate", "--threshold=100", str(out)], check=True, capture_output=True, text=True
         ).stdout
     counts = {}
-    for name, values_done in (("gather", IDS * DIMS), ("head", VOCAB * DIMS)):
-        match = re.search(rf"^\s*([\d,]+) .*\b{name}\(", report, re.M)
-        counts[name] = int(match.group(1).replace(",", "")) / values_done
+    for name, values_done in (("gather", IDS * DIMS), ("head", VOCAB * DIMS), ("bytedot", VOCAB * DIMS)):
+        match = re.search(rf"^\s*([\d,]+) .*\b{name}[(<]", report, re.M)
+        counts[name] = int(match.group(1).replace(",", "")) / values_done if match else None
     return counts
 
 
@@ -84,7 +101,8 @@ def main() -> None:
     print(f"instructions per value, {' '.join(flags)}, VALUES {args.values}, VROWS {args.vrows}")
     for qtype in args.formats:
         c = count(qtype, args.values, args.vrows, flags)
-        print(f"{qtype:6} gather {c['gather']:5.2f}   head {c['head']:5.2f}")
+        byte = "" if c["bytedot"] is None else f"   byte dots {c['bytedot']:5.2f}"
+        print(f"{qtype:6} gather {c['gather']:5.2f}   head {c['head']:5.2f}{byte}")
 
 
 if __name__ == "__main__":

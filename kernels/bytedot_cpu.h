@@ -34,7 +34,7 @@ struct CpuByteLanes {
   static void add(const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t, uint32_t dims,
                   float (*acc)[ROWS]) {
     typedef XRunRecord<PLANES> R;
-    enum { C = F::run_pair == x_run_values ? 2 : 1, N = x_run_values * C };  // runs per decode, values
+    enum { C = int(F::run_pair) == int(x_run_values) ? 2 : 1, N = x_run_values * C };  // runs per decode, values
     __m256 sums[VROWS][ROWS];
     float offsets[VROWS][ROWS];
     for (int v = 0; v < VROWS; ++v) {
