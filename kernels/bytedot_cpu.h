@@ -12,7 +12,8 @@
 // apart, 65,536 * the second added in float32), multiplied by unit * scale into the row's 8 float
 // sums. The float lanes of the GPUs' byte dot products sum one run at a time; these sum runs k,
 // k + 8, ... in lane k % 8 first: the same exact integer sums, another order of the float32 ones.
-// Where a format's two runs share one decode (formats.h: run_pair 16) they take one level_bytes<32>.
+// Where a format's two contiguous runs share one decode (formats.h: run_pair 16, contiguous_32) they
+// take one level_bytes<32>.
 // Needs matvec.h and xruns.h; AVX2 (elsewhere the extension's head is matvec.h's FloatLanes).
 #pragma once
 #include "matvec.h"
@@ -34,7 +35,8 @@ struct CpuByteLanes {
   static void add(const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t, uint32_t dims,
                   float (*acc)[ROWS]) {
     typedef XRunRecord<PLANES> R;
-    enum { C = int(F::run_pair) == int(x_run_values) ? 2 : 1, N = x_run_values * C };  // runs per decode, values
+    // runs per decode, values: two contiguous runs where one level_bytes<32> holds them
+    enum { C = int(F::run_pair) == int(x_run_values) || F::contiguous_32 ? 2 : 1, N = x_run_values * C };
     __m256 sums[VROWS][ROWS];
     float offsets[VROWS][ROWS];
     for (int v = 0; v < VROWS; ++v) {

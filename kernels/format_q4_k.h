@@ -8,7 +8,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q4_K> : ByteLevels<Format<ggml::Q4_K>> {
-  enum { block_values = 256, block_bytes = 144, affine_values = 32, level_bits = 4, zero = 0, offsets = 1 };
+  enum { block_values = 256, block_bytes = 144, affine_values = 32, level_bits = 4, zero = 0, offsets = 1, contiguous_32 = 1 };
   struct field {
     enum { head = 0, qs = 16 };  // byte offsets in a block
   };

@@ -9,7 +9,7 @@ namespace muser {
 
 template <>
 struct Format<ggml::Q5_K> : ByteLevels<Format<ggml::Q5_K>> {
-  enum { block_values = 256, block_bytes = 176, affine_values = 32, level_bits = 5, zero = 0, offsets = 1 };
+  enum { block_values = 256, block_bytes = 176, affine_values = 32, level_bits = 5, zero = 0, offsets = 1, contiguous_32 = 1 };
   struct field {
     enum { head = 0, qh = 16, qs = 48 };  // byte offsets in a block
   };

@@ -112,6 +112,10 @@ struct Format;
 // a) gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in
 // a[q], for paired runs that share fields nvcc would load twice, once per level_bytes
 // (format_two_bits.h's formats, Q3_K).
+// contiguous_32: 1 where level_bytes<32> gives values i .. i + 31 (i a multiple of 32) under one
+// Affine though run_pair is 32: Q4_K and Q5_K, whose 32-value sub-blocks are one nibble of 32
+// bytes; the CPU's byte dot products decode 32 values at a time there, as for run_pair 16
+// (kernels/bytedot_cpu.h: one scale and min a sub-block, not one a run).
 // offsets: 1 where the heads add offset * sum(x) per run: where it may be nonzero (ggml's mins:
 // Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), and TQ2_0, whose heads measured faster with it ("Byte dot
 // products"). Elsewhere the byte dot products and matrix units skip it, two float instructions
@@ -129,7 +133,7 @@ struct Format;
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
-  enum { run_pair = 32, decodes_runs = 0, offsets = 0, word_rows = 1, half_scale = 0 };
+  enum { run_pair = 32, contiguous_32 = 0, decodes_runs = 0, offsets = 0, word_rows = 1, half_scale = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {
