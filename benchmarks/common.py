@@ -93,6 +93,17 @@ def queued_seconds(make_args, fn, reps: int, calls: int, warmup: int = 2) -> tup
     return statistics.median(device), statistics.median(host)
 
 
+def mlx_q4_linear(dims: int, vocab: int):
+    """MLX's 4-bit ``nn.QuantizedLinear`` (group 64) of a ``[vocab, dims]`` weight, its scales and
+    biases in float16 as for float16 x (float32 ones would time MLX's mixed-dtype path), evaluated."""
+    from mlx import nn
+
+    q4 = nn.QuantizedLinear(dims, vocab, bias=False, group_size=64, bits=4)
+    q4.scales, q4.biases = q4.scales.astype(mx.float16), q4.biases.astype(mx.float16)
+    mx.eval(q4.parameters())
+    return q4
+
+
 def copy_bandwidth(gib: float = 1.0, reps: int = 10) -> float:
     """Bytes/s of a large elementwise float32 op (reads and writes ``gib`` GiB each), queued
     (:func:`queued_seconds`): the device's own rate, which the ratios against it compare with."""

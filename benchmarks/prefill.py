@@ -28,13 +28,12 @@ from __future__ import annotations
 import argparse
 
 import mlx.core as mx
-import mlx.nn as nn
 import numpy as np
 
 from muser_mlx import FORMATS, Table, as_linear, backends
 from muser_mlx.backends import head, tuning
 
-from common import GLIMMER, copy_bandwidth, markdown, queued_seconds, random_q_bytes, save
+from common import GLIMMER, copy_bandwidth, markdown, mlx_q4_linear, queued_seconds, random_q_bytes, save
 
 SHAPES = {"glimmer": ("Q4_K", GLIMMER["vocab"], GLIMMER["dims"]), "gemma": ("Q8_0", 262144, 640)}
 QUEUED = 4
@@ -66,9 +65,8 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
     calls |= {f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB}) for m in tiles}
     if baselines:
         dense = backends.bind(table, mx.float16, backend)(mx.arange(vocab))  # the same values in float16
-        q4 = nn.QuantizedLinear(dims, vocab, bias=False, group_size=64, bits=4)
-        q4.scales, q4.biases = q4.scales.astype(mx.float16), q4.biases.astype(mx.float16)
-        mx.eval(dense, q4.parameters())
+        q4 = mlx_q4_linear(dims, vocab)
+        mx.eval(dense)
         calls |= {"mlx f16": (lambda x: x @ dense.T, {}), "mlx q4": (q4, {})}
     return table, calls
 

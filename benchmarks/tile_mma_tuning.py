@@ -16,15 +16,12 @@ import statistics
 from functools import partial
 
 import mlx.core as mx
-import mlx.nn as nn
 
 from muser_mlx import Table, backends
 from muser_mlx.backends import head, tuning
 
-from common import GLIMMER, markdown, queued_seconds, random_q_bytes, save, tuning_constants
-
-SHAPES = {"gemma": (262144, 640, "Q8_0"), "glimmer": (GLIMMER["vocab"], GLIMMER["dims"], "Q4_K")}
-QUEUED = 4
+from common import markdown, mlx_q4_linear, queued_seconds, random_q_bytes, save, tuning_constants
+from prefill import QUEUED, SHAPES
 
 
 def main() -> None:
@@ -45,11 +42,9 @@ def main() -> None:
         variants[name] = tuning_constants(constants)
     rows_md, results = [], []
     for shape in args.shapes:
-        vocab, dims, own = SHAPES[shape]
+        own, vocab, dims = SHAPES[shape]
         vocab = args.vocab or vocab
-        q4 = nn.QuantizedLinear(dims, vocab, bias=False, group_size=64, bits=4)
-        q4.scales, q4.biases = q4.scales.astype(mx.float16), q4.biases.astype(mx.float16)
-        mx.eval(q4.parameters())
+        q4 = mlx_q4_linear(dims, vocab)
         for qtype in args.formats or [own]:
             table = Table.from_bytes(random_q_bytes(qtype, vocab, dims), qtype, dims)
             mx.eval(table.data)

@@ -99,8 +99,9 @@ TILE_MMA_XROWS = (32, 64, 128)
 # The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL),
 # by rows of x per threadgroup, for the formats listed there: measured 3-16% faster for them at 64
 # rows, up to 46% slower for others, and 1.2-4.1x slower at 128 rows ("The step loop unrolled");
-# at 32 rows 4-20% faster for those and for IQ1_S, IQ2_S and IQ2_XS, up to 12% slower for Q2_K,
-# Q4_0, IQ4_NL and TQ2_0 ("32 rows of x a threadgroup").
+# at 32 rows 1-20% faster for those (BF16: 4% slower at 6,656 dims, 12% faster at 640) and for
+# IQ1_S, IQ2_S and IQ2_XS, up to 12% slower for Q2_K, Q4_0, IQ4_NL and TQ2_0 ("32 rows of x a
+# threadgroup").
 _UNROLLED_AT_64 = frozenset("Q8_0 Q5_0 Q4_1 Q5_1 Q4_K Q5_K Q6_K IQ4_XS IQ3_S TQ1_0 F16 BF16".split())
 TILE_MMA_UNROLLED = {32: _UNROLLED_AT_64 | {"IQ1_S", "IQ2_S", "IQ2_XS"}, 64: _UNROLLED_AT_64}
 # Steps of x (TILE_K values of XROWS rows) in shared memory, copied asynchronously AHEAD = XSTAGES - 1
