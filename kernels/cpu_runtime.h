@@ -108,19 +108,6 @@ inline float warp_sum(float v) {
   return sum;
 }
 
-// v of lane src: 32 bits of any type, through the warp's slots.
-template <typename T>
-inline T warp_shuffle(T v, uint32_t src) {
-  static_assert(sizeof(T) == 4, "a lane's 32 bits");
-  Warp& w = *lane.warp;
-  std::memcpy(&w.slots[lane.index], &v, 4);
-  w.barrier();
-  T theirs;
-  std::memcpy(&theirs, &w.slots[src % warp_lanes], 4);
-  w.barrier();
-  return theirs;
-}
-
 // d[0..3] += A B, a 16 x 8 x 16 multiply with PTX mma.sync's fragment layout (lanes_cuda.h:
 // muser_mma), sums in k order in float32; to_float(bits) reads one 16-bit element.
 template <typename ToFloat>

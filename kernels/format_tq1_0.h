@@ -26,10 +26,6 @@ struct Format<ggml::TQ1_0> : ByteLevels<Format<ggml::TQ1_0>> {
   enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { qs_at = 0, qh_at = 48, d_at = 52 };  // field offsets
   enum { wide_values = 160, narrow_at = 32, qh_values = 240 };  // the three layouts
-  enum { lut_bytes = 52 };  // qs and qh, then d (formats.h)
-  static MUSER_FN uint32_t value_byte(uint32_t j) {
-    return j < wide_values ? qs_at + j % 32 : j < qh_values ? qs_at + narrow_at + (j - wide_values) % 16 : qh_at + j % 4;
-  }
   // One load and one trit extraction for every value range, the ranges picked by selects (a lane
   // of a head decodes any range, and a branch on it would split the warp): the N bytes from qs
   // (trit t of each), or from qh's bytes and the N - 4 before them (word c: trit t + c of qh).

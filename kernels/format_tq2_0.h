@@ -12,8 +12,6 @@ struct Format<ggml::TQ2_0> : ByteLevels<Format<ggml::TQ2_0>> {
   enum { block_values = 256, block_bytes = 66, affine_values = 32, level_bits = 2, zero = 1, decodes_runs = 1, offsets = 1 };
   enum { half_scale = 1 };  // value = float16 scale * level (formats.h)
   enum { qs_at = 0, d_at = 64 };  // field offsets
-  enum { lut_bytes = 64 };  // qs, then d (formats.h)
-  static MUSER_FN uint32_t value_byte(uint32_t j) { return qs_at + 32 * (j / 128) + j % 32; }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;

@@ -7,9 +7,6 @@
 
 enum { muser_warp_lanes = muser_cpu::warp_lanes };  // kernels/matvec.h: warp_lanes
 inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }
-inline float muser_shfl_xor(float v, uint32_t mask) {
-  return muser_cpu::warp_shuffle(v, muser_cpu::lane.index ^ mask);
-}
 
 // The matrix unit (kernels/mma.h), emulated: muser_cpu::warp_mma. H is _Float16 or
 // muser_bfloat16 (the type of x); muser_level_pairs as in lanes_cuda.h, by way of float.

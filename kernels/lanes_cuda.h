@@ -77,9 +77,6 @@ MUSER_FN float muser_sum(float v) {
   return v;
 }
 
-// Lane l gets v of lane l ^ mask (all lanes active; kernels/lookup.h's butterfly).
-MUSER_FN float muser_shfl_xor(float v, uint32_t mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
-
 // The matrix unit (kernels/mma.h), in the 16-bit type H of its x: __half or __nv_bfloat16.
 // muser_level_pairs<BITS, ZERO>(w, H*, pairs): bytes q0..q3 of w (each below 2^BITS) as levels
 // q - ZERO in H, two per word, low half first: pairs[0] = (q0, q1), pairs[1] = (q2, q3). Exact:

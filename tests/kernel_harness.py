@@ -1,15 +1,15 @@
 """Compile the package's kernel source with the host C++ compiler and run it over every thread.
 
-Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot, mma,
-tile_mma and lut, which only CUDA registers, in the CPU dialect alone):
+Two builds of the same ``kernels/`` source, for each kernel (gather, matvec; xruns, bytedot, mma
+and tile_mma, which only CUDA registers, in the CPU dialect alone):
 - ``cpu_gather`` / ``cpu_matvec``: prelude_cpu.h + lanes_cpu.h + every block decoder
   (format_*.h) + the kernel's template, the shared source in its CPU dialect;
 - ``metal_gather`` / ``metal_matvec``: the complete Metal source that ``mx.fast.metal_kernel``
   generates from the package's registration (captured from MLX itself), compiled against a
   Metal-language shim that runs it (metal_on_cpu/; tests/metal_check.py checks the same source
   as Metal's compiler would: address spaces, no standard library).
-Warps (matvec's cross-lane sums) run as 32 concurrent threads, tile_mma's and lut's threadgroups
-as 256 (kernels/cpu_runtime.h).
+Warps (matvec's cross-lane sums) run as 32 concurrent threads, tile_mma's threadgroups as 256
+(kernels/cpu_runtime.h).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from muser_mlx.backends.gather import gather_launch, table_words
 from muser_mlx.backends.head import (
     WARP,
     bytedot_launch,
-    lut_launch,
     matvec_launch,
     mma_launch,
     mma_operands,
@@ -372,26 +371,3 @@ def cpu_tile_mma(table, x: mx.array, offset: int = 0) -> mx.array:
     )
     assert ok == 1, "a threadgroup's threads diverged: they did not all reach the same barriers"
     return _result(out, x.dtype)
-
-
-def cpu_lut(table, x: mx.array) -> mx.array:
-    """kernels/lut.h through prelude_cpu.h for x ``[n, dims]``, as backends/head.py launches it
-    (lut_launch): the slices' sums ``[n, slices, vocab]`` float32."""
-    launch = lut_launch(table, x)
-    x_type = C_TYPES[x.dtype][0]
-    args = _template_args(launch, "DIMS", "VOCAB", "SLICE", "GROUP_ROWS", "LOAD_ROWS")
-    call = f"muser::lut<{args}>((const uint8_t*)table, (const {x_type}*)x, (float*)out, group, t)"
-    lib = _cpu_lib("lut.h", _TILE_MMA_RUN.format(call=call))
-    out = np.full(launch.output_shape, np.nan, np.float32)
-    threads = launch.threadgroup[0]
-    ok = lib.run(
-        _ptr(_host(table.data)),
-        _ptr(_host(x)),
-        ctypes.c_uint32(x.size // x.shape[-1]),
-        _ptr(out),
-        ctypes.c_uint32(launch.grid[0] // threads),
-        ctypes.c_uint32(threads),
-        ctypes.c_uint32(launch.shared_bytes),
-    )
-    assert ok == 1, "a threadgroup's threads diverged: they did not all reach the same barriers"
-    return mx.array(out)

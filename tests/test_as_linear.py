@@ -21,15 +21,14 @@ from hypothesis import strategies as st
 
 import muser_mlx
 from muser_mlx import FORMATS, Embedding, Table, as_linear
-from muser_mlx.backends import _GPU_BACKEND, BACKENDS, head, tuning
+from muser_mlx.backends import _GPU_BACKEND, head, tuning
 from muser_mlx.backends.head import bytedot_launch, mma_operands, x_planes
 
 from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit
-from kernel_harness import cpu_bytedot, cpu_lut, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x_runs, metal_matvec
+from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x_runs, metal_matvec
 
 ALL_QTYPES = tuple(sorted(FORMATS))
 QUANTIZED = sorted(q for q, f in FORMATS.items() if f.quantized)
-LUT_QTYPES = ("TQ1_0", "TQ2_0")  # kernels/lut.h: formats.h's lut_bytes
 MMA_TILES = [(1, 1), (1, 2), (2, 1), (4, 2), (2, 4)]  # (VTILES, XTILES)
 
 X_DTYPES = {mx.float32: 1e-5, mx.float16: 2 * 2.0**-10, mx.bfloat16: 2 * 2.0**-7}
@@ -328,31 +327,6 @@ def test_cpu_tile_mma_kernel(qtype):
             assert_close(cpu_tile_mma(table, x), x, W)
     x = mx.array(rng.standard_normal((1, 3, dims)).astype(np.float32)).astype(mx.float16)
     assert_close(cpu_tile_mma(table, x, offset=1), x, W)
-
-
-@pytest.mark.parametrize("qtype", LUT_QTYPES)
-def test_cpu_lut_kernel(qtype):
-    """kernels/lut.h, CPU dialect (threadgroups of 256 threads, the butterfly's shuffles as the
-    GPU's): every x dtype, two rows of x, one and two slices a row, a part of fewer table rows than
-    its warps take (LUT_GROUP_ROWS 256: a vocab of 300 leaves the second part 44 rows), and the
-    llama.cpp-quantized table of types/ (its edge-case rows)."""
-    rng = np.random.default_rng(14)
-    tables = [moderate(random_table_bytes(rng, qtype, 300, 1024), qtype)]
-    if (FIXTURES / "types" / f"{qtype}.gguf").is_file():
-        fixture_table = np.array(Table.from_gguf(FIXTURES / "types" / f"{qtype}.gguf").data)
-        tables.append(fixture_table.reshape(fixture_table.shape[0], -1, FORMATS[qtype].block_bytes)[:40, :2].reshape(40, -1))
-    for data in tables:
-        for dims in (512, 1024):
-            if data.shape[1] < dims // 256 * FORMATS[qtype].block_bytes:
-                continue
-            cut = np.ascontiguousarray(data[:, : dims // 256 * FORMATS[qtype].block_bytes])
-            table, W = Table.from_bytes(cut, qtype, dims), dequantized(cut, qtype)
-            for dtype in X_DTYPES:
-                x = mx.array(rng.standard_normal((2, dims)).astype(np.float32)).astype(dtype)
-                with tuning.fixed(LUT_GROUP_ROWS=256):
-                    parts = cpu_lut(table, x)
-                assert parts.shape == (2, dims // 512, table.vocab)
-                assert_close(parts.sum(axis=1).astype(dtype), x, W)
 
 
 def one_hot_logits(table: Table, dtype: mx.Dtype, tile_mma) -> tuple[mx.array, mx.array]:
@@ -702,28 +676,6 @@ def test_gpu_tile_mma_every_format(qtype):
             flat = mx.array(rng.standard_normal(2 * 40 * dims + 1).astype(np.float32)).astype(dtype)
             for x in (flat[1:].reshape(2, 40, dims), flat[:-1].reshape(2, 40, dims)):
                 assert_close(head.tile_mma(table, x, "cuda"), x, W)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (kernels/lut.h)")
-@pytest.mark.parametrize("qtype", LUT_QTYPES)
-def test_gpu_lut_kernel(qtype):
-    """kernels/lut.h on the GPU, every x dtype, at the slices and rows per threadgroup tuned and
-    others: a vocab off the rows a warp takes (32) and a threadgroup's (LUT_GROUP_ROWS), x of 3
-    dims, and the head as chosen for one row of x is this kernel."""
-    rng = np.random.default_rng(15)
-    for vocab, dims in ((1001, 512), (5000, 2048)):
-        data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
-        table, W = Table.from_bytes(data, qtype, dims), dequantized(data, qtype)
-        assert head.choose(table, 1, mx.float16, "cuda") == "lut"
-        for dtype in X_DTYPES:
-            x = mx.array(rng.standard_normal((1, 1, dims)).astype(np.float32)).astype(dtype)
-            assert_close(as_linear(table, x), x, W)
-            x2 = mx.array(rng.standard_normal((2, dims)).astype(np.float32)).astype(dtype)
-            for slices, rows in ((2, 4096), (4, 256), (2, 1024)):
-                with tuning.fixed(LUT_SLICE_BLOCKS=slices, LUT_GROUP_ROWS=rows, LUT_MAX_ROWS=2):
-                    if head.lut_fits(table, 2, BACKENDS["cuda"].group_shared()):  # TQ2_0's 4 blocks do not fit
-                        assert_close(head.lut(table, x2, "cuda"), x2, W)
 
 
 @pytest.mark.gpu

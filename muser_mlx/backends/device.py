@@ -81,7 +81,6 @@ class DeviceBackend:
         self.bytedot_kernel = kernel("bytedot", ["table", "x"], ["out"]) if byte_dots else None
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.tile_mma_kernel = kernel("tile_mma", ["table", "x"], ["out"]) if matrix_units else None
-        self.lut_kernel = kernel("lut", ["table", "x"], ["out"]) if group_shared else None
         self.matrix_units = matrix_units or (lambda: False)
         self.group_shared = group_shared or (lambda: 0)
         self.resident = resident

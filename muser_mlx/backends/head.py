@@ -49,7 +49,6 @@ RUN = 16  # values of x per run record (kernels/xruns.h)
 TILE_ROWS, TILE_K, TILE_THREADS = 128, 32, 256  # kernels/tile_mma.h: tile_rows, tile_k, tile_threads
 TILE_MIN_SHARED = 48 << 10  # bytes
 TILE_MMA_DTYPES = (mx.float16, mx.bfloat16)  # x of kernels/tile_mma.h: its multiplies' 16-bit types
-LUT_THREADS = 512  # kernels/lut.h: lut_threads, two per byte value
 
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
@@ -72,8 +71,6 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
         return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
     if rows > tuning.MATVEC_MAX_ROWS:
         return "tiled"
-    if device.lut_kernel is not None and lut_fits(table, rows, device.group_shared()):
-        return "lut"
     if quantized and device.byte_dots and rows <= tuning.BYTEDOT_MAX_ROWS and table.nbytes >= tuning.BYTEDOT_MIN_BYTES:
         return "bytedot"
     return "matvec"
@@ -93,21 +90,6 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int) -
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * TILE_THREADS <= MAX_THREADS
         and tile_mma_buffers(table, xrows).shared <= group_shared
-    )
-
-
-def lut_fits(table: Table, rows: int, group_shared: int) -> bool:
-    """Whether kernels/lut.h takes ``rows`` rows of x for ``table``: a format of
-    tuning.LUT_FORMATS, at most tuning.LUT_MAX_ROWS rows, rows of whole slices of
-    LUT_SLICE_BLOCKS blocks, a grid of at most MAX_THREADS threads and a lookup table the
-    device's shared memory holds (``group_shared`` bytes)."""
-    slice_blocks = tuning.LUT_SLICE_BLOCKS
-    return (
-        table.qtype in tuning.LUT_FORMATS
-        and rows <= tuning.LUT_MAX_ROWS
-        and table.dims % (slice_blocks * table.format.block_values) == 0
-        and lut_groups(table, rows) * LUT_THREADS <= MAX_THREADS
-        and lut_shared(table) <= group_shared
     )
 
 
@@ -289,44 +271,6 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
     )
 
 
-def lut_shared(table: Table) -> int:
-    """kernels/lut.h's shared memory, bytes: its table of SLICE * block_bytes x 256 float32 and
-    the slice's SLICE * block_values values of x as float32."""
-    fmt, slice_blocks = table.format, tuning.LUT_SLICE_BLOCKS
-    return 4 * slice_blocks * (fmt.block_bytes * 256 + fmt.block_values)
-
-
-def lut_slices(table: Table) -> int:
-    return table.dims // (tuning.LUT_SLICE_BLOCKS * table.format.block_values)
-
-
-def lut_groups(table: Table, rows: int) -> int:
-    """kernels/lut.h's threadgroups: one per row of x, slice and LUT_GROUP_ROWS table rows."""
-    return rows * lut_slices(table) * -(-table.vocab // tuning.LUT_GROUP_ROWS)
-
-
-def lut_launch(table: Table, x: mx.array) -> Launch:
-    """kernels/lut.h for x ``[..., dims]``: out ``[n, slices, vocab]`` float32, each slice's
-    share of the logits (:func:`lut` sums them)."""
-    n = x_rows(x)
-    shared = lut_shared(table)
-    return Launch(
-        format=table.format,
-        defines=(
-            ("DIMS", table.dims),
-            ("VOCAB", table.vocab),
-            ("SLICE", tuning.LUT_SLICE_BLOCKS),
-            ("GROUP_ROWS", tuning.LUT_GROUP_ROWS),
-            ("LOAD_ROWS", tuning.LUT_LOAD_ROWS),
-        ),
-        grid=(lut_groups(table, n) * LUT_THREADS, 1, 1),
-        threadgroup=(LUT_THREADS, 1, 1),
-        output_shape=(n, lut_slices(table), table.vocab),
-        output_dtype=mx.float32,
-        shared_bytes=max(shared, TILE_MIN_SHARED),
-    )
-
-
 def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
     """x [n, dims] -> kernels/mma.h's inputs: xh [parts, rows, dims] in the multiply's 16-bit
     type and x_sums [dims / 16, rows] float32 (x's sums over each 16 values), x padded with zero
@@ -408,20 +352,6 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
     return device.tile_mma_kernel(launch, [table_words(table.data), x])
 
 
-def lut(table: Table, x: mx.array, backend: str) -> mx.array:
-    """Logits by kernels/lut.h (lookup tables of x; TQ1_0, TQ2_0): its slices' sums, summed."""
-    device = _device(table, x, backend, "lut", quantized=True)
-    n = x_rows(x)
-    if device.lut_kernel is None or not lut_fits(table, n, device.group_shared()):
-        raise ValueError(
-            f"lut needs a CUDA backend whose threadgroups hold its {lut_shared(table):,}-byte table, a format of "
-            f"{sorted(tuning.LUT_FORMATS)}, at most {tuning.LUT_MAX_ROWS} rows of x and dims in slices of "
-            f"{tuning.LUT_SLICE_BLOCKS} blocks, got {backend!r}, {n} rows, {table!r}"
-        )
-    parts = device.lut_kernel(lut_launch(table, x), [table_words(table.data), x])
-    return parts.sum(axis=1).astype(x.dtype).reshape(*x.shape[:-1], table.vocab)
-
-
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
     """Logits by kernels/matvec.h in the CPU extension (backends/cpu.py), any format."""
     return BACKENDS["cpu"].matvec(table, x.reshape(-1, table.dims)).reshape(*x.shape[:-1], table.vocab)
@@ -431,7 +361,6 @@ HEADS = {
     "tile_mma": tile_mma,
     "mma": mma,
     "bytedot": bytedot,
-    "lut": lut,
     "matvec": matvec,
     "cpu_matvec": cpu_matvec,
     "tiled": tiled,

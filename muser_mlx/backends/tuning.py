@@ -82,15 +82,6 @@ BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
 BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
-# The head on lookup tables of x (kernels/lut.h, CUDA; "Lookup tables") for the formats of
-# LUT_FORMATS up to LUT_MAX_ROWS rows of x: LUT_SLICE_BLOCKS blocks of each table row per
-# threadgroup (its table of SLICE * block_bytes * 256 float32 in shared memory), LUT_GROUP_ROWS
-# table rows per threadgroup (each builds its table once for them).
-LUT_FORMATS = frozenset({"TQ1_0", "TQ2_0"})
-LUT_MAX_ROWS = 1
-LUT_SLICE_BLOCKS = 2
-LUT_GROUP_ROWS = 16384
-LUT_LOAD_ROWS = 8
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
 # float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
 # formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
