@@ -16,6 +16,7 @@ Prints a table and writes benchmarks/results/heads_by_format_<cpu|gpu>.{md,json}
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import mlx.core as mx
 import numpy as np
@@ -33,6 +34,7 @@ def main() -> None:
     p.add_argument("--formats", nargs="+", default=sorted(FORMATS))
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--rows", type=int, default=1, help="rows of x")
+    p.add_argument("--rounds", type=int, default=1, help="rounds, the settings alternating in each; median of them")
     p.add_argument("--dtype", default="float16", choices=["float16", "bfloat16", "float32"], help="x's dtype")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
@@ -62,10 +64,16 @@ def main() -> None:
         table = Table.from_bytes(random_q_bytes(qtype, args.vocab, args.dims), qtype, args.dims)
         mx.eval(table.data)
         copy = copy_bandwidth(1.0)
+        rounds: dict[str, list[float]] = {setting: [] for setting in settings}
+        for _ in range(args.rounds):  # the settings alternate within each round
+            for setting in settings:
+                with tuning.fixed(**tuning_constants(setting)):
+                    call = lambda x, t=table: as_linear(t, x)  # noqa: E731
+                    rounds[setting].append(queued_seconds(lambda i: (x,), call, args.reps, QUEUED)[0])
         for setting in settings:
             with tuning.fixed(**tuning_constants(setting)):
-                seconds = queued_seconds(lambda i: (x,), lambda x, t=table: as_linear(t, x), args.reps, QUEUED)[0]
                 kernel = head.choose(table, args.rows, dtype, backend)
+            seconds = statistics.median(rounds[setting])
             share = table.nbytes / seconds / copy
             results["runs"].append(
                 {
@@ -74,6 +82,7 @@ def main() -> None:
                     "setting": setting,
                     "table_bytes": table.nbytes,
                     "seconds": seconds,
+                    "rounds": rounds[setting],
                     "copy_bytes_per_s": copy,
                 }
             )
@@ -96,7 +105,7 @@ def main() -> None:
     )
     table_md += (
         f"\n\n{args.rows} row(s) of {args.dtype} x, backend `{backend}`; device time per call from {QUEUED} and "
-        f"{2 * QUEUED} queued calls, median of {args.reps}."
+        f"{2 * QUEUED} queued calls, median of {args.reps}, then of {args.rounds} round(s), the settings alternating in each."
     )
     print(
         save(

@@ -98,6 +98,9 @@ def differentiable_head(qtype: str, vocab: int, row_bytes: int, backend: str):
     return kernel_call
 
 
+tuning.keeps_decisions(differentiable_head.cache_clear)
+
+
 def input_gradient(table: Table, g: mx.array, backend: str) -> mx.array:
     """``dL/dx = g @ W``: ``g [..., vocab]`` -> ``[..., dims]`` in g's dtype, the tiles of ``W``
     (:func:`head.over_tiles`, in g's dtype) multiplied and summed in float32, each tile after the

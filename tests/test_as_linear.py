@@ -584,11 +584,12 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
 @pytest.mark.parametrize("threadgroup", [32, 64, 128])
 def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
-    """tuning.HEAD_THREADGROUP decides which warps share a threadgroup, never a logit: the
-    streamed kernels' logits at 32-128 threads are those at 256 bit for bit, a vocab no warp
-    count divides, a grid format among them (each threadgroup fills its own shared grid)."""
+    """tuning.head_threadgroup decides which warps share a threadgroup, never a logit: the
+    streamed kernels' logits at 32-128 threads are those as tuned (256, or 64 for the formats of
+    HEAD_THREADGROUP_BY_FORMAT: Q2_K here) bit for bit, a vocab no warp count divides, a grid
+    format among them (each threadgroup fills its own shared grid)."""
     rng = np.random.default_rng(threadgroup)
-    for qtype in ("Q4_K", "Q5_0", "IQ2_XXS", "F16"):
+    for qtype in ("Q4_K", "Q5_0", "Q2_K", "IQ2_XXS", "F16"):
         data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
         table = Table.from_bytes(data, qtype, 512)
         kernels = [head.matvec]
@@ -598,9 +599,22 @@ def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
             for kernel in kernels:
                 expected = kernel(table, x, _GPU_BACKEND)
-                with tuning.fixed(HEAD_THREADGROUP=threadgroup):
+                with tuning.fixed(HEAD_THREADGROUP=threadgroup, HEAD_THREADGROUP_BY_FORMAT={}):
                     got = kernel(table, x, _GPU_BACKEND)
                 assert np.array_equal(np.array(got), np.array(expected)), (qtype, n, kernel.__name__)
+
+
+def test_streamed_heads_threadgroup_by_format():
+    """The streamed heads' launches take tuning.head_threadgroup of their table's format: 64
+    threads for the formats measured faster there, HEAD_THREADGROUP for the rest."""
+    rng = np.random.default_rng(16)
+    x = mx.zeros((1, 256), mx.float16)
+    for qtype, threads in (("Q2_K", 64), ("Q3_K", 64), ("Q6_K", 64), ("TQ2_0", 64), ("Q4_K", 256), ("TQ1_0", 256)):
+        table = Table.from_bytes(random_table_bytes(rng, qtype, 8, 256), qtype, 256)
+        for launch in (head.matvec_launch(table, x), head.bytedot_launch(table, x), head.mma_launch(table, x)):
+            assert launch.threadgroup == (threads, 1, 1), qtype
+    with tuning.fixed(HEAD_THREADGROUP_BY_FORMAT={}):
+        assert head.matvec_launch(table, x).threadgroup == (tuning.HEAD_THREADGROUP, 1, 1) == (256, 1, 1)
 
 
 def test_tile_mma_within_the_devices_shared_memory(monkeypatch):

@@ -5,7 +5,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from muser_mlx import Table
+from muser_mlx import Table, linear
 from muser_mlx.backends import BACKENDS, head, tuning
 from muser_mlx.backends.device import KERNEL_ALIGNMENT, DeviceBackend
 from muser_mlx.backends.source import Launch
@@ -181,6 +181,26 @@ def test_tuning_fixed_sets_and_restores():
     with pytest.raises(ValueError, match="no constant TILE_ROW;"):
         with tuning.fixed(TILE_ROW=3):
             pass
+
+
+def test_tuning_fixed_reaches_a_compiled_head(monkeypatch):
+    """A head call of up to COMPILED_ROWS rows replays an mx.compile trace
+    (linear.differentiable_head), which keeps what the constants decided when it was made; a
+    constant that tuning.fixed sets later still reaches the call, and the one restored after it:
+    fixed() empties those traces as it starts and ends. (A stand-in head whose logits read a
+    constant, and a stand-in for CUDA's table preparation, so that it runs on any machine.)"""
+    monkeypatch.setattr(BACKENDS["cuda"], "kernel_data", lambda data: data)
+    monkeypatch.setattr(head, "logits", lambda table, x, backend: x * tuning.MATVEC_VALUES)
+    weight = mx.array(random_table_bytes(np.random.default_rng(0), "Q8_0", 3, 32))
+    x = mx.ones((1, 32))
+
+    def call() -> float:
+        return linear.differentiable_head("Q8_0", 3, weight.shape[1], "cuda")(weight, x)[0, 0].item()
+
+    assert call() == tuning.MATVEC_VALUES == 16
+    with tuning.fixed(MATVEC_VALUES=8):
+        assert call() == 8
+    assert call() == 16
 
 
 def test_a_small_table_takes_a_row_per_warp():

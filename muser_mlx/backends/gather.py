@@ -79,6 +79,9 @@ def gather_calls(kernel: DeviceKernel, fmt: Format, dims: int, vocab: int, dtype
     return call, mx.compile(call)
 
 
+tuning.keeps_decisions(gather_calls.cache_clear)
+
+
 def bind(kernel: DeviceKernel, words: mx.array, fmt: Format, dims: int, dtype: mx.Dtype):
     """``ids [...] -> [..., dims]`` (ids of any integer dtype and shape) from the table's
     :func:`table_words` ``words`` by ``kernel``. Ids of at most ``tuning.COMPILED_IDS`` replay

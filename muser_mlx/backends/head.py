@@ -157,7 +157,7 @@ def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead
         format=table.format,
         defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
         grid=(streaming_threads(table.vocab, vrows), 1, 1),
-        threadgroup=(tuning.HEAD_THREADGROUP, 1, 1),
+        threadgroup=(tuning.head_threadgroup(table.qtype), 1, 1),
         output_shape=(*lead, table.vocab),
         output_dtype=dtype,
     )

@@ -9,7 +9,7 @@ duration of a ``with`` block; the package's entry points take no layout argument
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
@@ -60,10 +60,13 @@ COMPILED_ROWS = MATVEC_MAX_ROWS
 TILE_BYTES = 1 << 30
 TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 
-# Threads per threadgroup of the streamed heads (matvec, bytedot, mma; "What bounds the heads"): an SM
-# holds whole threadgroups, so at R registers a thread it holds 65,536 / (R * HEAD_THREADGROUP)
-# of them, rounded down; 64 and 128 measured no faster.
+# Threads per threadgroup of the streamed heads (matvec, bytedot, mma; "What bounds the heads"):
+# by format, else HEAD_THREADGROUP. An SM holds whole threadgroups, so at R registers a thread it
+# holds 65,536 / (R * threads) of them, rounded down: 64 measured 4-15% faster for Q2_K, Q3_K and
+# TQ2_0 at one row of x and for Q2_K, Q3_K and Q6_K at 16, within 2% for Q4_K, Q6_K and TQ1_0 at
+# one row and TQ2_0 at 16, 3% slower for IQ2_XXS at one row.
 HEAD_THREADGROUP = 256
+HEAD_THREADGROUP_BY_FORMAT = {"Q2_K": 64, "Q3_K": 64, "Q6_K": 64, "TQ2_0": 64}
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
 # MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
@@ -123,10 +126,24 @@ MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 
 
+# The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
+# (their clear functions): the compiled head's traces (linear.differentiable_head) and the
+# gather's compiled calls and launches (gather.gather_calls). A trace replays the kernels chosen
+# when it was made, so a constant set after it would otherwise not reach a call of up to
+# COMPILED_ROWS rows of x or COMPILED_IDS ids.
+_DECISIONS: list[Callable[[], None]] = []
+
+
+def keeps_decisions(clear: Callable[[], None]) -> None:
+    """Register ``clear``, which empties a cache of decisions made from these constants."""
+    _DECISIONS.append(clear)
+
+
 @contextmanager
 def fixed(**constants) -> Iterator[None]:
     """Set the named constants of this module inside a ``with`` block, e.g.
-    ``with fixed(MATVEC_ROWS=(16,), MATVEC_VROWS={16: 2}):`` times the matvec at 16 rows per pass.
+    ``with fixed(MATVEC_ROWS=(16,), MATVEC_VROWS={16: 2}):`` times the matvec at 16 rows per pass;
+    the caches of decisions made from them are emptied as the block starts and ends.
     Raises ``ValueError`` for a name that is not one of them."""
     names = {name for name in globals() if name.isupper()}
     unknown = sorted(set(constants) - names)
@@ -134,16 +151,25 @@ def fixed(**constants) -> Iterator[None]:
         raise ValueError(f"tuning has no constant {', '.join(unknown)}; it has {', '.join(sorted(names))}")
     before = {name: globals()[name] for name in constants}
     globals().update(constants)
+    for clear in _DECISIONS:
+        clear()
     try:
         yield
     finally:
         globals().update(before)
+        for clear in _DECISIONS:
+            clear()
 
 
 def tile_rows(dims: int, dtype: mx.Dtype) -> int:
     """Vocab rows of ``dims`` values per tile of the tiled head and of the gradient: TILE_BYTES
     of ``dtype``, rounded down to whole TILE_ALIGN rows (at least TILE_ALIGN)."""
     return max(1, TILE_BYTES // (dims * dtype.size) // TILE_ALIGN) * TILE_ALIGN
+
+
+def head_threadgroup(qtype: str) -> int:
+    """Threads per threadgroup of the streamed heads for a table of ``qtype``."""
+    return HEAD_THREADGROUP_BY_FORMAT.get(qtype, HEAD_THREADGROUP)
 
 
 def gather_values(dims: int) -> int:
