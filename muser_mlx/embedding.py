@@ -231,6 +231,9 @@ def gather_for(qtype: str, shape: tuple[int, int], dtype: mx.Dtype, backend: str
     return kernel_gather
 
 
+tuning.keeps_decisions(gather_for.cache_clear)  # it holds gather_calls' calls
+
+
 def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:
     """Replace every ``mlx.nn.Embedding`` in ``model`` by an :class:`Embedding` holding its table
     as ``qtype`` bytes, in place, like ``mlx.nn.quantize`` does for MLX's own format."""

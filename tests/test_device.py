@@ -8,7 +8,9 @@ import pytest
 from muser_mlx import Table, linear
 from muser_mlx.backends import BACKENDS, head, tuning
 from muser_mlx.backends.device import KERNEL_ALIGNMENT, DeviceBackend
+from muser_mlx.backends.gather import gather_calls
 from muser_mlx.backends.source import Launch
+from muser_mlx.embedding import gather_for
 
 from conftest import random_table_bytes
 
@@ -201,6 +203,21 @@ def test_tuning_fixed_reaches_a_compiled_head(monkeypatch):
     with tuning.fixed(MATVEC_VALUES=8):
         assert call() == 8
     assert call() == 16
+
+
+def test_tuning_fixed_empties_every_cache_of_decisions():
+    """The caches that hold calls made under the constants (the compiled heads, the gather's
+    calls, and the Embedding modules' hold on those) are empty inside a tuning.fixed block and
+    after it, so the next call is made under the constants then in force."""
+    rng = np.random.default_rng(1)
+    weight = mx.array(random_table_bytes(rng, "Q8_0", 3, 32))
+    gather_for("Q8_0", tuple(weight.shape), mx.float32, "ops", False)
+    linear.differentiable_head("Q8_0", 3, weight.shape[1], "ops")
+    caches = (gather_for, linear.differentiable_head, gather_calls)
+    with tuning.fixed(MATVEC_VALUES=8):
+        assert [c.cache_info().currsize for c in caches] == [0, 0, 0]
+        gather_for("Q8_0", tuple(weight.shape), mx.float32, "ops", False)
+    assert [c.cache_info().currsize for c in caches] == [0, 0, 0]
 
 
 def test_a_small_table_takes_a_row_per_warp():

@@ -128,7 +128,8 @@ MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
 # (their clear functions): the compiled head's traces (linear.differentiable_head) and the
-# gather's compiled calls and launches (gather.gather_calls). A trace replays the kernels chosen
+# gather's compiled calls and launches (gather.gather_calls, and embedding.gather_for, which holds
+# them for the Embedding modules). A trace replays the kernels chosen
 # when it was made, so a constant set after it would otherwise not reach a call of up to
 # COMPILED_ROWS rows of x or COMPILED_IDS ids.
 _DECISIONS: list[Callable[[], None]] = []
