@@ -5,7 +5,9 @@ Two tables: Muse Glimmer's head (Q4_K, dims 6,656, vocab 202,048: mlx-lm's ``mus
 Gemma 3 270M's (Q8_0, dims 640, vocab 262,144); random bytes with finite scales. x float16 of
 16 to 4,096 rows. Every time is device ms per call queued (common.queued_seconds). Columns:
 - ``muser_mlx``: ``as_linear`` as ``backends.head.choose`` picks (``kernel`` names it);
-- ``tile_mma``: kernels/tile_mma.h at any row count;
+- ``tile_mma``: kernels/tile_mma.h at any row count, multiplied by warpgroups from
+  tuning.TILE_WGMMA_MIN_ROWS rows where the GPU has them (CUDA compute capability 9.0);
+- ``tile_mma warps``: kernels/tile_mma.h multiplied by warps (mma.sync) at any row count;
 - ``mma``: kernels/mma.h at any row count, up to --mma-rows;
 - ``tiled@M``: the tiled path, vocab rows dequantized into x's dtype M MiB at a time
   (tuning.TILE_BYTES), each tile multiplied by MLX's matmul;
@@ -26,6 +28,7 @@ Then every format's head (``as_linear``) at --format-rows rows (512) over vocab 
 from __future__ import annotations
 
 import argparse
+import math
 
 import mlx.core as mx
 import numpy as np
@@ -59,6 +62,7 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
     calls = {
         "muser_mlx": (lambda x: as_linear(table, x), {}),
         "tile_mma": (lambda x: head.tile_mma(table, x, backend), {}),
+        "tile_mma warps": (lambda x: head.tile_mma(table, x, backend), {"TILE_WGMMA_MIN_ROWS": math.inf}),
         "mma": (lambda x: head.mma(table, x, backend), {}),
     }
     calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB}) for m in tiles}
@@ -127,7 +131,7 @@ def main() -> None:
     table_md = markdown(header, rows_md)
 
     if not args.no_formats:
-        x = mx.array(rng.standard_normal((512, GLIMMER["dims"])).astype(np.float32)).astype(mx.float16)
+        x = mx.array(rng.standard_normal((args.format_rows, GLIMMER["dims"])).astype(np.float32)).astype(mx.float16)
         per_byte = {}
         for qtype in sorted(FORMATS):
             table = Table.from_bytes(random_q_bytes(qtype, 32768, GLIMMER["dims"]), qtype, GLIMMER["dims"])

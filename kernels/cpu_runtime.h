@@ -132,6 +132,33 @@ inline void warp_mma(const uint32_t* a, const uint32_t* b, float* d, ToFloat to_
   w.barrier();
 }
 
+// One warp's share of a warpgroup's m64n64k16 multiply (PTX wgmma; lanes_cuda.h: muser_wgmma64):
+// d[4 j + e] += the sum over k < 16 of A[g + 8 (e / 2)][k] B[8 j + 2 t + e % 2][k], in k order in
+// float32, A this warp's 16 rows in mma.sync's A fragments, B[n][k] the 16-bit element at shared
+// offset o = b_offset + 64 n + 2 k moved by wgmma's 64-byte swizzle (bits 4-5 of o XOR bits 7-8),
+// of `shared`, to_float(bits) reading it. A warp's rows of D need only its own fragments.
+template <typename ToFloat>
+inline void warp_wgmma64(const uint32_t* a, const uint8_t* shared, uint32_t b_offset, float* d, ToFloat to_float) {
+  Warp& w = *lane.warp;
+  for (int k = 0; k < 4; ++k) w.fragments[lane.index][k] = a[k];
+  w.barrier();
+  const uint32_t g = lane.index / 4, t = lane.index % 4;
+  for (int j = 0; j < 8; ++j) {
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t row = g + 8 * (e / 2), col = 8 * j + 2 * t + e % 2;
+      for (uint32_t k = 0; k < 16; ++k) {
+        const uint32_t owner = row % 8 * 4 + (k % 8) / 2;
+        const float A = to_float(uint16_t(w.fragments[owner][row / 8 + 2 * (k / 8)] >> (16 * (k % 2))));
+        const uint32_t o = b_offset + 64 * col + 2 * k, swizzled = o ^ ((o >> 7 & 3u) << 4);
+        uint16_t bits;
+        std::memcpy(&bits, shared + swizzled, 2);
+        d[4 * j + e] += A * to_float(bits);
+      }
+    }
+  }
+  w.barrier();
+}
+
 // Four 8 x 8 matrices of 16-bit values, PTX ldmatrix .x4 (lanes_cuda.h: muser_ldmatrix4): lane l
 // gives p, row l % 8 of matrix l / 8; lane (g, t) gets values 2t, 2t+1 of row g of matrix q in r[q].
 inline void warp_ldmatrix4(const uint8_t* p, uint32_t* r) {

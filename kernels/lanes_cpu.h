@@ -74,3 +74,19 @@ template <typename H>
 inline void muser_ldmatrix4(const H* p, uint32_t* r) {
   muser_cpu::warp_ldmatrix4(reinterpret_cast<const uint8_t*>(p), r);
 }
+
+// The warpgroup matrix multiply (kernels/tile_mma.h with WARPGROUP), as lanes_cuda.h's: shared
+// offsets from the threadgroup's shared bytes, each warp's share of the multiply by
+// muser_cpu::warp_wgmma64 when it is issued (so the fences and the wait order nothing here).
+inline uint32_t muser_shared_offset(const void* p) {
+  return uint32_t(static_cast<const uint8_t*>(p) - muser_cpu::lane.group->shared());
+}
+inline void muser_async_shared_fence() {}
+inline void muser_wgmma_fence() {}
+inline void muser_wgmma_commit() {}
+inline void muser_wgmma_wait(float*, int) {}
+template <typename H>
+inline void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const H* tag) {
+  muser_cpu::warp_wgmma64(a, muser_cpu::lane.group->shared(), b, d,
+                          [&](uint16_t bits) { return muser_from_bits(bits, tag); });
+}

@@ -188,3 +188,48 @@ MUSER_FN void muser_ldmatrix4(const H* p, uint32_t* r) {
                : "r"(address)
                : "memory");
 }
+
+// The warpgroup matrix multiply (kernels/tile_mma.h with WARPGROUP; PTX wgmma, compute capability
+// 9.0 compiled as sm_90a, which MLX's NVRTC does for 9.0): the four warps of a warpgroup issue
+// one m64n64k16 multiply together, asynchronously. Warp w % 4 of the warpgroup gives A's rows
+// 16 (w % 4) .. + 15 in a[0..3], mma.sync's A fragment (muser_mma); B is 64 rows of 16 values
+// (x rows, K contiguous) read by the matrix unit from shared memory: b is the shared address
+// (muser_shared_offset) of value k0 of row 0 of a tile of rows of 32 values (64 bytes), 512-byte
+// aligned, whose 16-byte chunk c of row q lies at chunk c ^ (q / 2 % 4) (kernels/tile_mma.h:
+// tile_at; wgmma's 64-byte swizzle), k0 a multiple of 16; tag: a pointer of B's 16-bit type. d[4 j + e] += D[16 (w % 4) + g + 8 (e / 2)][8 j + 2 t + e % 2], lane
+// (g, t) = (lane / 4, lane % 4), summed in float32. Between muser_wgmma_fence (after the
+// registers a and d were last written) and muser_wgmma_wait (after muser_wgmma_commit) neither
+// may be touched, nor B's shared memory written; shared memory written by the threads (cp.async
+// included) is made visible to the matrix unit by muser_async_shared_fence before a barrier.
+MUSER_FN uint32_t muser_shared_offset(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+MUSER_FN void muser_async_shared_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+MUSER_FN void muser_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+MUSER_FN void muser_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Waits for every multiply this warpgroup committed; d's registers are ordered after it.
+MUSER_FN void muser_wgmma_wait(float* d, int n) {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < n; ++i) {
+    asm volatile("" : "+f"(d[i])::"memory");
+  }
+}
+// The shared-memory matrix descriptor of B: start address / 16 (bits 0-13), leading byte offset
+// 16 / 16 (unused by a K-major swizzled B), stride byte offset 512 / 16 between groups of 8 rows
+// (bits 32-45), 64-byte swizzle (2 in bits 62-63).
+MUSER_FN uint64_t muser_wgmma_b(uint32_t b) {
+  return uint64_t((b & 0x3FFFFu) >> 4) | uint64_t(1) << 16 | uint64_t(512 >> 4) << 32 | uint64_t(2) << 62;
+}
+#define MUSER_WGMMA(H_PTX)                                                                                    \
+  asm volatile(                                                                                               \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." H_PTX "." H_PTX " "                                       \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"        \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),       \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+        "+f"(d[30]), "+f"(d[31])                                                                              \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(muser_wgmma_b(b)))
+MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const __half*) { MUSER_WGMMA("f16"); }
+MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const __nv_bfloat16*) { MUSER_WGMMA("bf16"); }

@@ -74,7 +74,7 @@ MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
 }
 
 template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, int UNROLL,
-          typename TableP, typename XP, typename OutP>
+          int WARPGROUP, typename TableP, typename XP, typename OutP>
 MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
@@ -87,19 +87,26 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     X_STEP_PIECES = B_VALUES / 8,                                   // 16-byte pieces of x per step
     X_PIECES = (X_STEP_PIECES + tile_threads - 1) / tile_threads,  // per thread (at XROWS 32, half the threads one)
     AHEAD = XSTAGES - 1,                     // steps of x in flight beyond the one multiplied
-    WARP_COLS = XROWS / 2,                   // x rows per warp
-    NT = WARP_COLS / 8,                      // n8 tiles per warp
+    WARP_COLS = WARPGROUP ? XROWS : XROWS / 2,  // x rows per warp
+    NT = WARP_COLS / 8,                         // n8 tiles per warp
+    ACC = XROWS / 2,                            // sums per thread: 2 x NT x 4 (mma), NT x 4 (wgmma)
+    B_ALIGN = WARPGROUP ? 512 : 0,              // bytes skipped at most to align the x stages for wgmma
   };
   static_assert(CHUNK % tile_k == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
   static_assert(AHEAD >= 1 && AHEAD < CHUNK_STEPS, "x runs ahead of the step multiplied, not past a chunk");
   static_assert(RAW % 16 == 0 && RAW >= (CHUNK_BYTES + 15) / 16 * 16 + 16, "a row's chunk and its alignment fit");
-  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES),
-                "the shared bytes head.py asks");
-  static_assert(XROWS * tile_rows <= 2 * A_VALUES + XSTAGES * B_VALUES, "the output tile fits the value buffers");
+  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES) + B_ALIGN &&
+                    SHARED >= 2 * tile_rows * RAW + 2 * XROWS * tile_rows,
+                "the shared bytes head.py asks: the buffers, and the output tile over the value buffers");
+  static_assert(!WARPGROUP || XROWS % 64 == 0, "wgmma multiplies 64 rows of x at a time");
   F::share_grid();
   uint8_t* raw = muser_dynamic_shared();                         // [2][tile_rows][RAW] bytes, then the value buffers
   H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
   H* b_tiles = a_tiles + 2 * A_VALUES;                           // [XSTAGES][XROWS][tile_k]
+  if (WARPGROUP) {  // wgmma's swizzle is of shared addresses: its tiles start on 512-byte boundaries
+    b_tiles += (B_ALIGN - muser_shared_offset(b_tiles) % B_ALIGN) % B_ALIGN / sizeof(H);
+  }
+  const uint32_t b_shared = WARPGROUP ? muser_shared_offset(b_tiles) : 0;  // wgmma's address of b_tiles
   H* out_tile = a_tiles;                                         // [XROWS][tile_rows], at the end
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
@@ -137,39 +144,81 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       muser_store4(a + tile_at(a_row, a_k + 8 * h), w + 4 * h);
     }
   };
+  // This thread's pieces of x, at the same places in every step: piece thread + c tile_threads is
+  // values x_k .. + 7 of x row m0 + x_row + c X_PASS_ROWS, at offset x_at + c X_PASS_ROWS tile_k of
+  // a stage (tile_at's swizzle repeats every 8 rows).
+  enum { X_PASS_ROWS = tile_threads / 4 };
+  const uint32_t x_row = thread / 4, x_k = thread % 4 * 8, x_at = tile_at(x_row, x_k);
   // x's values of step s into stage s % XSTAGES: asynchronously where x is 16-byte aligned, else
   // through registers (every thread's x at the same alignment: UNIFORM). Rows past n are zeros.
   auto copy_x = [&](uint32_t s) {
+    H* to = b_tiles + s % XSTAGES * B_VALUES + x_at;
     for (int c = 0; c < X_PIECES; ++c) {
-      const uint32_t piece = thread + c * tile_threads, m = piece / 4, k = piece % 4 * 8;
-      if (piece >= uint32_t(X_STEP_PIECES)) {
+      if (thread + c * tile_threads >= uint32_t(X_STEP_PIECES)) {
         break;
       }
-      H* to = b_tiles + s % XSTAGES * B_VALUES + tile_at(m, k);
-      const bool live = m0 + m < n;
-      const uint8_t* from = reinterpret_cast<const uint8_t*>(x + uint64_t(live ? m0 + m : 0) * DIMS + s * tile_k + k);
+      const uint32_t m = m0 + x_row + c * X_PASS_ROWS;
+      const bool live = m < n;
+      const uint8_t* from = reinterpret_cast<const uint8_t*>(live ? x + uint64_t(m) * DIMS + s * tile_k + x_k : x);
       if (x_aligned) {
-        muser_copy16_async(reinterpret_cast<uint8_t*>(to), from, live ? 16u : 0u);
+        muser_copy16_async(reinterpret_cast<uint8_t*>(to + c * X_PASS_ROWS * tile_k), from, live ? 16u : 0u);
       } else {
         uint32_t w[4] = {0u, 0u, 0u, 0u};
         if (live) {
           muser_load_words_at2<4, true>(from, w);
         }
-        muser_store4(to, w);
+        muser_store4(to + c * X_PASS_ROWS * tile_k, w);
       }
     }
   };
 
   const uint32_t warp = thread / 32, lane = thread % 32;
-  const uint32_t wr = warp % 4 * 32, wm = warp / 4 * WARP_COLS;  // the warp's first table row and x row
-  float acc[2][NT][4];
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < NT; ++j) {
-      for (int e = 0; e < 4; ++e) {
-        acc[i][j][e] = 0.0f;
+  // The warp's first table row and x row: mma, 32 table rows by XROWS / 2 x rows; wgmma, warpgroup
+  // warp / 4 multiplies table rows 64 (warp / 4) .. by every x row, warp w of it holding 16 rows.
+  const uint32_t wr = WARPGROUP ? warp * 16 : warp % 4 * 32, wm = WARPGROUP ? 0 : warp / 4 * WARP_COLS;
+  float acc[ACC];
+  for (int i = 0; i < ACC; ++i) {
+    acc[i] = 0.0f;
+  }
+  // Step s's products into acc, on the step's value buffer and x stage: mma, synchronously;
+  // wgmma, issued (the fragments of A read first), to be waited for.
+  auto multiply = [&](uint32_t s) {
+    const H* a = a_tiles + s % 2 * A_VALUES;
+    if constexpr (WARPGROUP) {
+      uint32_t af[2][4];
+      for (int h = 0; h < 2; ++h) {
+        muser_ldmatrix4(a + tile_at(wr + lane % 16, 16 * h + 8 * (lane / 16)), af[h]);
+      }
+      muser_wgmma_fence();
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int q = 0; q < XROWS / 64; ++q) {  // value 16 h of x row 64 q: unswizzled, as wgmma addresses
+          const uint32_t at = (s % XSTAGES * B_VALUES + 64 * q * tile_k + 16 * h) * sizeof(H);
+          muser_wgmma64(af[h], b_shared + at, acc + 32 * q, x);
+        }
+      }
+      muser_wgmma_commit();
+    } else {
+      const H* b = b_tiles + s % XSTAGES * B_VALUES;
+      for (uint32_t kk = 0; kk < uint32_t(tile_k); kk += 16) {
+        uint32_t af[2][4], bf[NT][2];
+        for (int i = 0; i < 2; ++i) {  // matrix q of lane l's address: rows 8 (q % 2) .., values 8 (q / 2) ..
+          muser_ldmatrix4(a + tile_at(wr + 16 * i + lane % 16, kk + 8 * (lane / 16)), af[i]);
+        }
+        for (int j = 0; j < NT; j += 2) {  // matrix q: x rows 8 (j + q / 2) .., values 8 (q % 2) ..
+          uint32_t w[4];
+          muser_ldmatrix4(b + tile_at(wm + 8 * j + lane / 16 * 8 + lane % 8, kk + lane / 8 % 2 * 8), w);
+          bf[j][0] = w[0], bf[j][1] = w[1], bf[j + 1][0] = w[2], bf[j + 1][1] = w[3];
+        }
+        for (int i = 0; i < 2; ++i) {
+          for (int j = 0; j < NT; ++j) {
+            muser_mma(af[i], bf[j], acc + (i * NT + j) * 4, x);
+          }
+        }
       }
     }
-  }
+  };
   // Copies go in groups, one per step: first x of steps 0 .. AHEAD - 1 (chunk 0 with step 0's),
   // then at step s x of step s + AHEAD and, at the first step of chunk c, the bytes of chunk c + 1.
   // Waiting for all but the last AHEAD groups at the end of step s completes x of step s + 1 and,
@@ -197,37 +246,32 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       copy_chunk(s / CHUNK_STEPS + 1);
     }
     muser_copy_commit();
+    if (WARPGROUP) {  // the matrix unit multiplies step s while the threads decode step s + 1
+      multiply(s);
+    }
     if (next < uint32_t(STEPS)) {
       decode_step(next);
     }
-    const H* a = a_tiles + s % 2 * A_VALUES;
-    const H* b = b_tiles + s % XSTAGES * B_VALUES;
-    for (uint32_t kk = 0; kk < uint32_t(tile_k); kk += 16) {
-      uint32_t af[2][4], bf[NT][2];
-      for (int i = 0; i < 2; ++i) {  // matrix q of lane l's address: rows 8 (q % 2) .., values 8 (q / 2) ..
-        muser_ldmatrix4(a + tile_at(wr + 16 * i + lane % 16, kk + 8 * (lane / 16)), af[i]);
-      }
-      for (int j = 0; j < NT; j += 2) {  // matrix q: x rows 8 (j + q / 2) .., values 8 (q % 2) ..
-        uint32_t w[4];
-        muser_ldmatrix4(b + tile_at(wm + 8 * j + lane / 16 * 8 + lane % 8, kk + lane / 8 % 2 * 8), w);
-        bf[j][0] = w[0], bf[j][1] = w[1], bf[j + 1][0] = w[2], bf[j + 1][1] = w[3];
-      }
-      for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < NT; ++j) {
-          muser_mma(af[i], bf[j], acc[i][j], x);
-        }
-      }
+    if (WARPGROUP) {
+      muser_wgmma_wait(acc, ACC);
+    } else {
+      multiply(s);
     }
     muser_copy_wait<AHEAD - 1>();
+    if (WARPGROUP) {
+      muser_async_shared_fence();
+    }
     muser_group_barrier();
   }
 
-  // acc[i][j][e]: table row wr + 16 i + g + 8 (e / 2), x row wm + 8 j + 2 t + e % 2.
+  // acc[(i NT + j) 4 + e] (i < 2 for mma, 1 for wgmma): table row wr + 16 i + g + 8 (e / 2), x row
+  // wm + 8 j + 2 t + e % 2.
   const uint32_t g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < ACC / (4 * NT); ++i) {
     for (int j = 0; j < NT; ++j) {
       for (int e = 0; e < 4; ++e) {
-        out_tile[out_at(wm + 8 * j + 2 * t + e % 2, wr + 16 * i + g + 8 * (e / 2))] = static_cast<H>(acc[i][j][e]);
+        out_tile[out_at(wm + 8 * j + 2 * t + e % 2, wr + 16 * i + g + 8 * (e / 2))] =
+            static_cast<H>(acc[(i * NT + j) * 4 + e]);
       }
     }
   }

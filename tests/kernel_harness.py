@@ -346,16 +346,17 @@ extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint
 """
 
 
-def cpu_tile_mma(table, x: mx.array, offset: int = 0) -> mx.array:
+def cpu_tile_mma(table, x: mx.array, offset: int = 0, warpgroups: bool = False) -> mx.array:
     """kernels/tile_mma.h through prelude_cpu.h for float16 or bfloat16 x ``[..., dims]``, as
-    backends/head.py launches it (tile_mma_launch); x's values ``offset`` values into an aligned
-    buffer (1: off a 16-byte boundary, as a view of MLX's can be)."""
-    launch = tile_mma_launch(table, x)
+    backends/head.py launches it (tile_mma_launch) on a device with warpgroup multiplies or
+    without (``warpgroups``); x's values ``offset`` values into an aligned buffer (1: off a
+    16-byte boundary, as a view of MLX's can be)."""
+    launch = tile_mma_launch(table, x, warpgroups)
     x_host = _host(x).reshape(-1)
     buffer = np.zeros(x_host.size + offset, x_host.dtype)
     buffer[offset:] = x_host
     h_type = C_TYPES[x.dtype][0]
-    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED", "UNROLL")
+    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED", "UNROLL", "WARPGROUP")
     call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, n, ({h_type}*)out, group, t)"
     lib = _cpu_lib("tile_mma.h", _TILE_MMA_RUN.format(call=call))
     out = np.empty(launch.output_shape, C_TYPES[x.dtype][1])

@@ -329,6 +329,61 @@ def test_cpu_tile_mma_kernel(qtype):
     assert_close(cpu_tile_mma(table, x, offset=1), x, W)
 
 
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0", "IQ2_XXS", "F32"])
+def test_cpu_tile_mma_by_warpgroups(qtype):
+    """kernels/tile_mma.h multiplied by warpgroups (WARPGROUP), CPU dialect: each warp's share of
+    wgmma emulated with B read through the 64-byte swizzle of its shared addresses, so x's tiles
+    as tile_at lays them out must be what wgmma reads. XROWS 64 (from one row, as tuning allows),
+    128 and 256, partial x tiles, a vocab off a multiple of 128 and of 8, x off a 16-byte boundary;
+    F32's chunks of two steps leave fewer x stages than the output tile of 256 rows needs."""
+    rng = np.random.default_rng(13)
+    data = moderate(random_table_bytes(rng, qtype, 133, 256), qtype)
+    table, W = Table.from_bytes(data, qtype, 256), dequantized(data, qtype)
+    with tuning.fixed(TILE_WGMMA_MIN_ROWS=1):
+        for dtype, n in ((mx.float16, 40), (mx.bfloat16, 70), (mx.float16, 130)):
+            x = mx.array(rng.standard_normal((n, 256)).astype(np.float32)).astype(dtype)
+            launch = head.tile_mma_launch(table, x, warpgroups=True)
+            assert launch.define("WARPGROUP") == 1 and launch.define("XROWS") == {40: 64, 70: 128, 130: 256}[n]
+            assert_close(cpu_tile_mma(table, x, warpgroups=True), x, W)
+        x = mx.array(rng.standard_normal((1, 70, 256)).astype(np.float32)).astype(mx.float16)
+        assert_close(cpu_tile_mma(table, x, offset=1, warpgroups=True), x, W)
+
+
+def test_warpgroups_take_the_rows_measured(monkeypatch):
+    """On a GPU with warpgroup multiplies (CUDA compute capability 9.0 alone) the tiled matrix
+    multiply takes every format's 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by
+    warpgroups (its XSTAGES TILE_WGMMA_X_STAGES), fewer rows by warps as before, and more the
+    tiled matmul; a GPU without them keeps the warps' ranges."""
+    device = muser_mlx.backends.device
+    monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
+    for capability, has in (((9, 0), True), ((8, 0), False), ((10, 0), False), ((12, 1), False)):
+        info = {"compute_capability_major": capability[0], "compute_capability_minor": capability[1]}
+        monkeypatch.setattr(mx, "device_info", lambda info=info: info)
+        device.cuda_capability.cache_clear()
+        assert device.cuda_warpgroups() is has, capability
+    device.cuda_capability.cache_clear()
+    monkeypatch.setattr(device, "cuda_compute_capability", lambda: 9)
+    monkeypatch.setattr(device, "cuda_group_shared", lambda: 227 << 10)
+    monkeypatch.setattr(device, "cuda_warpgroups", lambda: True)
+    rng = np.random.default_rng(7)
+    first, last = tuning.TILE_WGMMA_MIN_ROWS, tuning.TILE_WGMMA_MAX_ROWS
+    for qtype in ("Q4_K", "Q8_0", "Q6_K", "BF16"):  # in TILE_MMA_WIDE_FORMATS and not
+        table = Table.from_bytes(random_table_bytes(rng, qtype, 3, 256), qtype, 256)
+        for dtype in (mx.float16, mx.bfloat16):
+            if qtype == "BF16" and dtype == mx.bfloat16:
+                continue  # MLX's matmul on its bytes
+            for n, warpgroup in ((first - 1, False), (first, True), (last, True)):
+                assert head.choose(table, n, dtype, "cuda") == "tile_mma", (qtype, n)
+                launch = head.tile_mma_launch(table, mx.zeros((n, 256), dtype), warpgroups=True)
+                assert launch.define("WARPGROUP") == int(warpgroup), (qtype, n)
+                if warpgroup:
+                    assert launch.define("XSTAGES") == min(tuning.TILE_WGMMA_X_STAGES, launch.define("CHUNK") // 32)
+            assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
+    monkeypatch.setattr(device, "cuda_warpgroups", lambda: False)
+    q8 = Table.from_bytes(random_table_bytes(rng, "Q8_0", 3, 256), "Q8_0", 256)  # not in TILE_MMA_WIDE_FORMATS
+    assert head.choose(q8, tuning.TILE_MMA_MAX_ROWS + 1, mx.float16, "cuda") == "tiled"
+
+
 def one_hot_logits(table: Table, dtype: mx.Dtype, tile_mma) -> tuple[mx.array, mx.array]:
     """(tile_mma's logits of the rows of the identity [dims, dims] in ``dtype``, the transposed
     gather of every row into ``dtype`` by the MLX-ops decoders): logit (m, r) is value m of row r

@@ -42,6 +42,12 @@ def cuda_compute_capability() -> int:
     return cuda_capability()[0]
 
 
+def cuda_warpgroups() -> bool:
+    """Whether the CUDA device runs warpgroup matrix multiplies (wgmma): compute capability 9.0,
+    for which MLX's NVRTC compiles sm_90a (later ones have other matrix instructions)."""
+    return cuda_capability() == (9, 0)
+
+
 def cuda_group_shared() -> int:
     """The most dynamic shared memory a threadgroup of the CUDA device may take, bytes
     (CUDA_GROUP_SHARED); 0 without MLX's CUDA backend."""
@@ -53,7 +59,8 @@ class DeviceBackend:
     """A GPU dialect's kernels: the gather (``bind``), the LM head's lane-wise matvec, for a
     dialect whose lanes have 4-way byte dot products (``byte_dots``) the matvec on them and
     x's run records it reads (``xruns_kernel``), and for one with a warp matrix multiply the
-    matvec on that, where ``matrix_units()`` says the device runs it; ``group_shared()``: the most
+    matvec on that, where ``matrix_units()`` says the device runs it (and ``warpgroups()``, its
+    warpgroup multiplies); ``group_shared()``: the most
     dynamic shared memory a threadgroup may take, bytes (0: the dialect's kernels take none
     beyond what they declare). ``includes``: its compiler
     reads the kernel files from disk (:class:`DeviceKernel`). ``resident``: a table made on the
@@ -66,6 +73,7 @@ class DeviceBackend:
         *,
         includes: bool = False,
         matrix_units=None,
+        warpgroups=None,
         group_shared=None,
         byte_dots: bool = False,
         resident: bool = False,
@@ -82,6 +90,7 @@ class DeviceBackend:
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.tile_mma_kernel = kernel("tile_mma", ["table", "x"], ["out"]) if matrix_units else None
         self.matrix_units = matrix_units or (lambda: False)
+        self.warpgroups = warpgroups or (lambda: False)
         self.group_shared = group_shared or (lambda: 0)
         self.resident = resident
         # id(data) -> (a weak reference to data, its aligned copy or None, the words of the two)
@@ -156,6 +165,7 @@ CUDA = DeviceBackend(
     lambda: mx.fast.cuda_kernel,
     includes=True,
     matrix_units=lambda: cuda_compute_capability() >= 8,
+    warpgroups=lambda: cuda_warpgroups(),
     group_shared=lambda: cuda_group_shared(),
     byte_dots=True,
     resident=True,

@@ -49,6 +49,7 @@ RUN = 16  # values of x per run record (kernels/xruns.h)
 TILE_ROWS, TILE_K, TILE_THREADS = 128, 32, 256  # kernels/tile_mma.h: tile_rows, tile_k, tile_threads
 TILE_MIN_SHARED = 48 << 10  # bytes
 TILE_MMA_DTYPES = (mx.float16, mx.bfloat16)  # x of kernels/tile_mma.h: its multiplies' 16-bit types
+WGMMA_ALIGN = 512  # bytes: kernels/tile_mma.h's B_ALIGN, the alignment of wgmma's 64-byte swizzle
 
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
@@ -65,7 +66,7 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
         return "tiled"
     device = BACKENDS[backend]
     quantized = table.format.quantized  # levels are exact in 16 bits; the float formats' values are not
-    if device.matrix_units() and tile_mma_fits(table, rows, dtype, device.group_shared()):
+    if device.matrix_units() and tile_mma_fits(table, rows, dtype, device.group_shared(), device.warpgroups()):
         return "tile_mma"
     if quantized and rows >= tuning.MMA_MIN_ROWS[dtype] and device.matrix_units():
         return "mma" if rows <= tuning.MMA_MAX_ROWS else "tiled"
@@ -76,20 +77,22 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
     return "matvec"
 
 
-def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int) -> bool:
+def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, warpgroups: bool = False) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format, dims in whole steps of TILE_K values, a grid of at
+    rows within tuning's range for its format (without end where the device has warpgroup
+    multiplies, ``warpgroups``), dims in whole steps of TILE_K values, a grid of at
     most MAX_THREADS threads (one threadgroup per output tile, no grid stride) and threadgroups
     whose buffers the device's shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB
     do not hold Q8_0's, F16's and BF16's). The shared copy of an IQ grid (format_iq_grid.h, at
     most 16 KiB) is not counted: no IQ format's buffers come within 16 KiB of 99 KiB."""
-    xrows = tuning.tile_mma_xrows(rows)
+    warpgroup = tuning.tile_mma_warpgroup(rows, warpgroups)
+    xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
         dtype in TILE_MMA_DTYPES
-        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype)
+        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype, warpgroups)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * TILE_THREADS <= MAX_THREADS
-        and tile_mma_buffers(table, xrows).shared <= group_shared
+        and tile_mma_buffers(table, xrows, warpgroup).shared <= group_shared
     )
 
 
@@ -219,10 +222,12 @@ class TileBuffers(NamedTuple):
     """kernels/tile_mma.h's shared memory for a table and XROWS: CHUNK values of a row per copy of
     its bytes (256, or 256 bytes of a float format's values), RAW bytes per row and copy (the
     chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
-    boundary), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, fewer where a chunk is fewer steps),
+    boundary), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies
+    TILE_WGMMA_X_STAGES; fewer where a chunk is fewer steps),
     SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x TILE_K
-    table values and XSTAGES of XROWS x TILE_K values of x, 2 bytes each (at least
-    TILE_MIN_SHARED)."""
+    table values and XSTAGES of XROWS x TILE_K values of x, 2 bytes each, and for warpgroup
+    multiplies WGMMA_ALIGN bytes to start x's on a boundary of them, or where it is more the
+    output tile of XROWS x TILE_ROWS values that reuses them (at least TILE_MIN_SHARED)."""
 
     chunk: int
     raw: int
@@ -230,26 +235,30 @@ class TileBuffers(NamedTuple):
     shared: int
 
 
-def tile_mma_buffers(table: Table, xrows: int) -> TileBuffers:
+def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileBuffers:
     fmt = table.format
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
-    stages = min(tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
+    stages = min(tuning.TILE_WGMMA_X_STAGES if warpgroup else tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
-    shared = max(2 * TILE_ROWS * raw + 2 * (2 * TILE_ROWS + stages * xrows) * TILE_K, TILE_MIN_SHARED)
+    align = WGMMA_ALIGN if warpgroup else 0
+    values = max(2 * (2 * TILE_ROWS + stages * xrows) * TILE_K + align, 2 * xrows * TILE_ROWS)  # or the output tile
+    shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, stages, shared)
 
 
-def tile_mma_launch(table: Table, x: mx.array) -> Launch:
+def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Launch:
     """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
-    rows of x (tuning.tile_mma_xrows), out ``[..., vocab]``, its shared memory as
-    :func:`tile_mma_buffers` lays it out, its step loop unrolled by a chunk's steps where
-    tuning.tile_mma_unrolled says so."""
+    rows of x (tuning.tile_mma_xrows), multiplied by warpgroups where the device has them
+    (``warpgroups``) and tuning.tile_mma_warpgroup says so, out ``[..., vocab]``, its shared
+    memory as :func:`tile_mma_buffers` lays it out, its step loop unrolled by a chunk's steps
+    where tuning.tile_mma_unrolled says so."""
     n = x_rows(x)
-    xrows = tuning.tile_mma_xrows(n)
-    chunk, raw, stages, shared = tile_mma_buffers(table, xrows)
+    warpgroup = tuning.tile_mma_warpgroup(n, warpgroups)
+    xrows = tuning.tile_mma_xrows(n, warpgroup)
+    chunk, raw, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     return Launch(
         format=table.format,
@@ -261,7 +270,8 @@ def tile_mma_launch(table: Table, x: mx.array) -> Launch:
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),
-            ("UNROLL", chunk // TILE_K if tuning.tile_mma_unrolled(table.qtype, xrows) else 1),
+            ("UNROLL", chunk // TILE_K if tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1),
+            ("WARPGROUP", int(warpgroup)),
         ),
         grid=(groups * TILE_THREADS, 1, 1),
         threadgroup=(TILE_THREADS, 1, 1),
@@ -343,7 +353,7 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
             f"tile_mma needs a backend with warp matrix multiplies, float16 or bfloat16 x and dims in steps "
             f"of {TILE_K}, got {backend!r}, {x.dtype}, {table!r}"
         )
-    launch, group_shared = tile_mma_launch(table, x), device.group_shared()
+    launch, group_shared = tile_mma_launch(table, x, device.warpgroups()), device.group_shared()
     if launch.shared_bytes > group_shared:
         raise ValueError(
             f"tile_mma's threadgroups would take {launch.shared_bytes:,} bytes of shared memory for {table!r} and "

@@ -99,6 +99,17 @@ TILE_MMA_WIDE_FORMATS = frozenset(
     "Q4_K Q4_0 Q4_1 Q2_K Q3_K NVFP4 IQ4_NL IQ4_XS IQ3_S IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_S IQ1_M".split()
 )
 TILE_MMA_XROWS = (32, 64, 128)
+# The warpgroup form of the tiled matrix multiply (kernels/tile_mma.h's WARPGROUP: wgmma, CUDA
+# compute capability 9.0) for float16 and bfloat16 x of every format from TILE_WGMMA_MIN_ROWS to
+# TILE_WGMMA_MAX_ROWS rows, where it was measured faster than the warps' form and than the tiled
+# matmul (below 65 rows the warps' form is as fast or faster, beyond 128 rows the tiled matmul on
+# Gemma 3 270M's table and from 512 on Glimmer's); rows of x per threadgroup: the first of
+# TILE_WGMMA_XROWS that holds x's rows, else the last; TILE_WGMMA_X_STAGES steps of x in shared
+# memory ("Warpgroup matrix multiplies").
+TILE_WGMMA_MIN_ROWS = 65
+TILE_WGMMA_MAX_ROWS = 128
+TILE_WGMMA_XROWS = (64, 128, 256)
+TILE_WGMMA_X_STAGES = 3
 # The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL),
 # by rows of x per threadgroup, for the formats listed there: measured 3-16% faster for them at 64
 # rows, up to 46% slower for others, and 1.2-4.1x slower at 128 rows ("The step loop unrolled");
@@ -209,14 +220,24 @@ def tile_mma_min_rows(qtype: str) -> int:
     return MMA_MAX_ROWS + 1 if qtype in MMA_KEPT_FORMATS else TILE_MMA_MIN_ROWS
 
 
-def tile_mma_max_rows(qtype: str) -> int:
-    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table."""
-    return TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
+def tile_mma_max_rows(qtype: str, warpgroups: bool = False) -> int:
+    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table (``warpgroups``: on a
+    device with warpgroup multiplies, which take every format to TILE_WGMMA_MAX_ROWS)."""
+    warps = TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
+    return max(warps, TILE_WGMMA_MAX_ROWS) if warpgroups else warps
 
 
-def tile_mma_xrows(n: int) -> int:
-    """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows."""
-    return _holding(TILE_MMA_XROWS, n)
+def tile_mma_warpgroup(n: int, warpgroups: bool) -> bool:
+    """Whether kernels/tile_mma.h multiplies ``n`` rows of x by warpgroups (WARPGROUP), on a device
+    that has them (``warpgroups``): from TILE_WGMMA_MIN_ROWS rows, however many (a call by name
+    beyond TILE_WGMMA_MAX_ROWS)."""
+    return warpgroups and n >= TILE_WGMMA_MIN_ROWS
+
+
+def tile_mma_xrows(n: int, warpgroup: bool = False) -> int:
+    """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows, multiplied by
+    warpgroups or by warps."""
+    return _holding(TILE_WGMMA_XROWS if warpgroup else TILE_MMA_XROWS, n)
 
 
 def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
@@ -225,9 +246,10 @@ def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
     return FLOAT_MATMUL_MIN_ROWS if backend == "cuda" and dtype != mx.float32 else MATVEC_MAX_ROWS + 1
 
 
-def tile_mma_unrolled(qtype: str, xrows: int) -> bool:
-    """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x."""
-    return qtype in TILE_MMA_UNROLLED.get(xrows, ())
+def tile_mma_unrolled(qtype: str, xrows: int, warpgroup: bool = False) -> bool:
+    """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x (by
+    warps: the warpgroups' loop is not unrolled)."""
+    return not warpgroup and qtype in TILE_MMA_UNROLLED.get(xrows, ())
 
 
 def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
