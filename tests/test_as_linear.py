@@ -351,9 +351,10 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
 
 def test_warpgroups_take_the_rows_measured(monkeypatch):
     """On a GPU with warpgroup multiplies (CUDA compute capability 9.0 alone) the tiled matrix
-    multiply takes every format's 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by
-    warpgroups (its XSTAGES TILE_WGMMA_X_STAGES), fewer rows by warps as before, and more the
-    tiled matmul; a GPU without them keeps the warps' ranges."""
+    multiply takes 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by warpgroups
+    (its XSTAGES TILE_WGMMA_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer
+    rows by warps as before, and more the tiled matmul; a GPU without them keeps the warps'
+    ranges."""
     device = muser_mlx.backends.device
     monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
     for capability, has in (((9, 0), True), ((8, 0), False), ((10, 0), False), ((12, 1), False)):
@@ -379,6 +380,9 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
                 if warpgroup:
                     assert launch.define("XSTAGES") == min(tuning.TILE_WGMMA_X_STAGES, launch.define("CHUNK") // 32)
             assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
+    f32 = Table.from_bytes(random_table_bytes(rng, "F32", 3, 256), "F32", 256)
+    assert head.choose(f32, tuning.TILE_MMA_MAX_ROWS, mx.float16, "cuda") == "tile_mma"
+    assert head.choose(f32, tuning.TILE_MMA_MAX_ROWS + 1, mx.float16, "cuda") == "tiled"
     monkeypatch.setattr(device, "cuda_warpgroups", lambda: False)
     q8 = Table.from_bytes(random_table_bytes(rng, "Q8_0", 3, 256), "Q8_0", 256)  # not in TILE_MMA_WIDE_FORMATS
     assert head.choose(q8, tuning.TILE_MMA_MAX_ROWS + 1, mx.float16, "cuda") == "tiled"
