@@ -4,7 +4,7 @@
 // 16 and the tiled path writes and reads a float copy of it).
 //
 // A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
-// r0 .. by XROWS (32, 64 or 128) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
+// r0 .. by XROWS (32, 64, 128, or with WARPGROUP 256) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
 // b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
 // The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
 // format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
@@ -17,9 +17,14 @@
 // path's matmul) into the value buffer the step after reads; warp w multiplies table rows
 // 32 (w % 4) .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16
 // m16n8k16 multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
-// muser_ldmatrix4. One barrier per step: a buffer is written a step (a chunk, an x stage AHEAD
-// steps) after the step that read it. The sums go out through shared memory as H, 16 bytes per
-// store along a row of out.
+// muser_ldmatrix4. WARPGROUP (CUDA compute capability 9.0): warpgroup w / 4 multiplies table rows
+// 64 (w / 4) .. + 63 by all XROWS x rows instead, XROWS / 64 m64n64k16 wgmma per 16 values
+// (muser_wgmma64), the table's values as register fragments (ldmatrix), x read by the matrix unit
+// from its stage, whose tile_at layout is wgmma's 64-byte swizzle (the stages start 512-byte
+// aligned); issued before the decode of the next step and waited for after it, so the threads
+// decode while the matrix unit multiplies. One barrier per step: a buffer is written a step (a
+// chunk, an x stage AHEAD steps) after the step that read it. The sums go out through shared
+// memory as H, 16 bytes per store along a row of out.
 // Shared tiles hold rows of 32 values (64 bytes, four 16-byte chunks); chunk c of row q lies at
 // chunk c ^ (q / 2 % 4) (tile_at), so the 8 rows one muser_ldmatrix4 matrix reads, and the rows the
 // decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
@@ -31,7 +36,9 @@
 // measured faster for some formats at XROWS 64, slower for the others and at XROWS 128).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
-// muser_half_products; from the prelude: muser_load_words, muser_load_words_at2.
+// muser_half_products, and for WARPGROUP muser_shared_offset, muser_wgmma64, muser_wgmma_fence,
+// muser_wgmma_commit, muser_wgmma_wait, muser_async_shared_fence; from the prelude:
+// muser_load_words, muser_load_words_at2.
 #pragma once
 #include "formats.h"
 

@@ -9,7 +9,8 @@ that chooses among them for a row count and dtype (:func:`choose`).
 - ``tile_mma`` (GPU kernel, kernels/tile_mma.h, CUDA compute capability 8+, float16 and bfloat16
   x of many rows: prefill): a tiled matrix multiply on the matrix units, the table dequantized a
   tile at a time into shared memory (the gather's values in x's dtype) and read once per
-  threadgroup of x rows; no float copy of the table in device memory.
+  threadgroup of x rows; no float copy of the table in device memory. On compute capability 9.0
+  its multiplies are warpgroups' (wgmma) from tuning.TILE_WGMMA_MIN_ROWS rows.
 - ``cpu_matvec`` (the ``cpu`` backend; beyond few rows of x only where MLX's CPU matmul is not
   Accelerate's, ``tuning.CPU_MATVEC_MAX_ROWS``): kernels/matvec.h in the CPU extension.
 - ``tiled`` (long x on the GPU or macOS's CPU: prefill; every x on the ``ops`` backend): vocab rows
