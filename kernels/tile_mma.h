@@ -4,8 +4,9 @@
 // 16 and the tiled path writes and reads a float copy of it).
 //
 // A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
-// r0 .. by XROWS (32, 64, 128, or with WARPGROUP 256) rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile
-// b / x_tiles, so the threadgroups that read one table tile run side by side and share it in L2.
+// r0 .. by XROWS (32, 64, 128, or with WARPGROUP 256) rows of x m0 .. ; threadgroup b takes x tile
+// b % x_tiles of table tile b / x_tiles, so the threadgroups that read one table tile run side by
+// side and share it in L2.
 // The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
 // format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
 // row by the two threads that decode it, each byte at its table address's offset mod 16, so the
@@ -110,7 +111,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   uint8_t* raw = muser_dynamic_shared();                         // [2][tile_rows][RAW] bytes, then the value buffers
   H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
   H* b_tiles = a_tiles + 2 * A_VALUES;                           // [XSTAGES][XROWS][tile_k]
-  if (WARPGROUP) {  // wgmma's swizzle is of shared addresses: its tiles start on 512-byte boundaries
+  if constexpr (WARPGROUP) {  // wgmma's swizzle is of shared addresses: its tiles start on 512-byte boundaries
     b_tiles += (B_ALIGN - muser_shared_offset(b_tiles) % B_ALIGN) % B_ALIGN / sizeof(H);
   }
   const uint32_t b_shared = WARPGROUP ? muser_shared_offset(b_tiles) : 0;  // wgmma's address of b_tiles
@@ -253,19 +254,19 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       copy_chunk(s / CHUNK_STEPS + 1);
     }
     muser_copy_commit();
-    if (WARPGROUP) {  // the matrix unit multiplies step s while the threads decode step s + 1
+    if constexpr (WARPGROUP) {  // the matrix unit multiplies step s while the threads decode step s + 1
       multiply(s);
     }
     if (next < uint32_t(STEPS)) {
       decode_step(next);
     }
-    if (WARPGROUP) {
+    if constexpr (WARPGROUP) {
       muser_wgmma_wait(acc, ACC);
     } else {
       multiply(s);
     }
     muser_copy_wait<AHEAD - 1>();
-    if (WARPGROUP) {
+    if constexpr (WARPGROUP) {
       muser_async_shared_fence();
     }
     muser_group_barrier();
