@@ -80,8 +80,8 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
 
 def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, warpgroups: bool = False) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format (without end where the device has warpgroup
-    multiplies, ``warpgroups``), dims in whole steps of TILE_K values, a grid of at
+    rows within tuning's range for its format (to TILE_WGMMA_MAX_ROWS for most where the device
+    has warpgroup multiplies, ``warpgroups``), dims in whole steps of TILE_K values, a grid of at
     most MAX_THREADS threads (one threadgroup per output tile, no grid stride) and threadgroups
     whose buffers the device's shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB
     do not hold Q8_0's, F16's and BF16's). The shared copy of an IQ grid (format_iq_grid.h, at
