@@ -1,0 +1,66 @@
+"""kernels/tile_mma.h as NVRTC compiles it on a GPU with warpgroup multiplies, compiled here by nvcc
+for sm_90a (no GPU needed): its warpgroup form must keep the matrix unit asynchronous (ptxas says
+when it serializes wgmma: its note C7514) and spill no registers, both forms for every kind of
+format decoder. Skipped where nvcc is not on PATH."""
+
+import re
+import shutil
+import subprocess
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from muser_mlx import FORMATS, Table
+from muser_mlx.backends import device, head
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) on PATH")
+
+
+def ptxas_report(launch, dtype: str, tmp_path) -> str:
+    """ptxas's resource report for ``launch`` of kernels/tile_mma.h with x of C type ``dtype``:
+    the header MLX compiles (backends/source.py), the launch's defines, and the kernel body in a
+    signature of the inputs MLX passes (the table's words, x, x's shape and ndim, out)."""
+    kernel = device.CUDA.tile_mma_kernel
+    lines = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
+    lines += [f"#define FORMAT {launch.format.ggml_type}", *(f"#define {k} {v}" for k, v in launch.defines)]
+    lines += [
+        f'extern "C" __global__ void k(const uint64_t* table, const {dtype}* x, const int32_t* x_shape, int x_ndim, '
+        f"{dtype}* out) {{",
+        kernel.body(),
+        "}",
+    ]
+    source = tmp_path / "tile_mma.cu"
+    source.write_text("\n".join(lines))
+    done = subprocess.run(
+        [NVCC, "-gencode", "arch=compute_90a,code=sm_90a", "-c", "-o", str(tmp_path / "k.o"), "-Xptxas", "-v", source],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0", "IQ2_XXS", "TQ1_0", "F32"])
+def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
+    """Both forms of the tiled matrix multiply (warps at 40 rows of x, warpgroups at 100 and 300:
+    XROWS 128 and 256) compile for sm_90a with no spilled registers, and the warpgroup form
+    without ptxas's note that it serialized the wgmma instructions (as it does for the form that
+    leaves a step's multiplies in flight through the barrier into the next step, docs/performance.md:
+    this test fails on it)."""
+    fmt = FORMATS[qtype]
+    dims = 6656
+    table = Table.from_bytes(np.zeros((256, dims // fmt.block_values * fmt.block_bytes), np.uint8), qtype, dims)
+    for rows, warpgroup, dtype, c_type in (
+        (40, 0, mx.float16, "__half"),
+        (100, 1, mx.bfloat16, "__nv_bfloat16"),
+        (300, 1, mx.float16, "__half"),
+    ):
+        launch = head.tile_mma_launch(table, mx.zeros((rows, dims), dtype), warpgroups=True)
+        assert launch.define("WARPGROUP") == warpgroup
+        report = ptxas_report(launch, c_type, tmp_path)
+        assert "C7514" not in report and "serialized" not in report, (qtype, rows, dtype, report[-2000:])
+        spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+        assert spills and all(s == ("0", "0") for s in spills), (qtype, rows, dtype, report[-2000:])
