@@ -41,7 +41,7 @@ struct Barrier {
 struct Warp {
   Barrier sync;
   float slots[warp_lanes];
-  uint32_t fragments[warp_lanes][6];     // warp_mma: each lane's a[4], b[2]
+  uint32_t fragments[warp_lanes][6];     // warp_mma: each lane's a[4], b[2]; warp_wgmma64: a[4]
   const uint8_t* addresses[warp_lanes];  // ldmatrix4: each lane's row address
 
   void barrier() { sync.wait(warp_lanes); }
@@ -108,6 +108,14 @@ inline float warp_sum(float v) {
   return sum;
 }
 
+// A[row][k] (row, k < 16) of the A fragments a warp's lanes left in w.fragments[lane][0..3], PTX
+// mma.sync's layout (lanes_cuda.h: muser_mma): in lane row % 8 * 4 + k % 8 / 2, word row / 8 + 2 (k / 8),
+// half k % 2; to_float(bits) reads the 16-bit element.
+template <typename ToFloat>
+inline float fragment_a(const Warp& w, uint32_t row, uint32_t k, ToFloat to_float) {
+  return to_float(uint16_t(w.fragments[row % 8 * 4 + k % 8 / 2][row / 8 + 2 * (k / 8)] >> (16 * (k % 2))));
+}
+
 // d[0..3] += A B, a 16 x 8 x 16 multiply with PTX mma.sync's fragment layout (lanes_cuda.h:
 // muser_mma), sums in k order in float32; to_float(bits) reads one 16-bit element.
 template <typename ToFloat>
@@ -116,17 +124,12 @@ inline void warp_mma(const uint32_t* a, const uint32_t* b, float* d, ToFloat to_
   for (int k = 0; k < 4; ++k) w.fragments[lane.index][k] = a[k];
   for (int k = 0; k < 2; ++k) w.fragments[lane.index][4 + k] = b[k];
   w.barrier();
-  auto element = [&](uint32_t owner, int word, uint32_t k) {
-    return to_float(uint16_t(w.fragments[owner][word] >> (16 * (k % 2))));
-  };
   const uint32_t g = lane.index / 4, t = lane.index % 4;
   for (int e = 0; e < 4; ++e) {
     const uint32_t row = g + 8 * (e / 2), col = 2 * t + e % 2;
-    for (uint32_t k = 0; k < 16; ++k) {
-      const uint32_t slot = (k % 8) / 2;  // A[row][k] is in lane row % 8 * 4 + slot, B[k][col] in col * 4 + slot
-      const float A = element(row % 8 * 4 + slot, int(row / 8 + 2 * (k / 8)), k);
-      const float B = element(col * 4 + slot, int(4 + k / 8), k);
-      d[e] += A * B;
+    for (uint32_t k = 0; k < 16; ++k) {  // B[k][col] is in lane col * 4 + k % 8 / 2, word 4 + k / 8
+      const float B = to_float(uint16_t(w.fragments[col * 4 + k % 8 / 2][4 + k / 8] >> (16 * (k % 2))));
+      d[e] += fragment_a(w, row, k, to_float) * B;
     }
   }
   w.barrier();
@@ -147,12 +150,10 @@ inline void warp_wgmma64(const uint32_t* a, const uint8_t* shared, uint32_t b_of
     for (int e = 0; e < 4; ++e) {
       const uint32_t row = g + 8 * (e / 2), col = 8 * j + 2 * t + e % 2;
       for (uint32_t k = 0; k < 16; ++k) {
-        const uint32_t owner = row % 8 * 4 + (k % 8) / 2;
-        const float A = to_float(uint16_t(w.fragments[owner][row / 8 + 2 * (k / 8)] >> (16 * (k % 2))));
         const uint32_t o = b_offset + 64 * col + 2 * k, swizzled = o ^ ((o >> 7 & 3u) << 4);
         uint16_t bits;
         std::memcpy(&bits, shared + swizzled, 2);
-        d[4 * j + e] += A * to_float(bits);
+        d[4 * j + e] += fragment_a(w, row, k, to_float) * to_float(bits);
       }
     }
   }
