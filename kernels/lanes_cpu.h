@@ -86,7 +86,7 @@ inline void muser_wgmma_fence() {}
 inline void muser_wgmma_commit() {}
 inline void muser_wgmma_wait(float*, int) {}
 template <typename H>
-inline void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const H* tag) {
-  muser_cpu::warp_wgmma64(a, muser_cpu::lane.group->shared(), b, d,
+inline void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const H* tag) {
+  muser_cpu::warp_wgmma64(a, muser_cpu::lane.group->shared(), 16 * b16, d,
                           [&](uint16_t bits) { return muser_from_bits(bits, tag); });
 }

@@ -193,8 +193,8 @@ MUSER_FN void muser_ldmatrix4(const H* p, uint32_t* r) {
 // 9.0 compiled as sm_90a, which MLX's NVRTC does for 9.0): the four warps of a warpgroup issue
 // one m64n64k16 multiply together, asynchronously. Warp w % 4 of the warpgroup gives A's rows
 // 16 (w % 4) .. + 15 in a[0..3], mma.sync's A fragment (muser_mma); B is 64 rows of 16 values
-// (x rows, K contiguous) read by the matrix unit from shared memory: b is the shared address
-// (muser_shared_offset) of value k0 of row 0 of a tile of rows of 32 values (64 bytes), 512-byte
+// (x rows, K contiguous) read by the matrix unit from shared memory: b16 is the shared address
+// (muser_shared_offset) / 16 of value k0 of row 0 of a tile of rows of 32 values (64 bytes), 512-byte
 // aligned, whose 16-byte chunk c of row q lies at chunk c ^ (q / 2 % 4) (kernels/tile_mma.h:
 // tile_at; wgmma's 64-byte swizzle), k0 a multiple of 16; tag: a pointer of B's 16-bit type. d[4 j + e] += D[16 (w % 4) + g + 8 (e / 2)][8 j + 2 t + e % 2], lane
 // (g, t) = (lane / 4, lane % 4), summed in float32. Between muser_wgmma_fence (after the
@@ -213,11 +213,13 @@ MUSER_FN void muser_wgmma_wait(float* d, int n) {
     asm volatile("" : "+f"(d[i])::"memory");
   }
 }
-// The shared-memory matrix descriptor of B: start address / 16 (bits 0-13), leading byte offset
-// 16 / 16 (unused by a K-major swizzled B), stride byte offset 512 / 16 between groups of 8 rows
-// (bits 32-45), 64-byte swizzle (2 in bits 62-63).
-MUSER_FN uint64_t muser_wgmma_b(uint32_t b) {
-  return uint64_t((b & 0x3FFFFu) >> 4) | uint64_t(1) << 16 | uint64_t(512 >> 4) << 32 | uint64_t(2) << 62;
+// The shared-memory matrix descriptor of B: start address / 16 (bits 0-13; shared offsets are
+// under 256 KB, so b16 < 2^14 and the leading byte offset adds without a carry), leading byte
+// offset 16 / 16 (bits 16-29, unused by a K-major swizzled B), stride byte offset 512 / 16 between
+// groups of 8 rows (bits 32-45), 64-byte swizzle (2 in bits 62-63). An add, so that a caller's
+// b16 = base + constant folds into one add per multiply.
+MUSER_FN uint64_t muser_wgmma_b(uint32_t b16) {
+  return uint64_t(b16 + (1u << 16)) | uint64_t(512 >> 4) << 32 | uint64_t(2) << 62;
 }
 #define MUSER_WGMMA(H_PTX)                                                                                    \
   asm volatile(                                                                                               \
@@ -230,6 +232,6 @@ MUSER_FN uint64_t muser_wgmma_b(uint32_t b) {
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
         "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
         "+f"(d[30]), "+f"(d[31])                                                                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(muser_wgmma_b(b)))
-MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const __half*) { MUSER_WGMMA("f16"); }
-MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b, float* d, const __nv_bfloat16*) { MUSER_WGMMA("bf16"); }
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(muser_wgmma_b(b16)))
+MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const __half*) { MUSER_WGMMA("f16"); }
+MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const __nv_bfloat16*) { MUSER_WGMMA("bf16"); }

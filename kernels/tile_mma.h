@@ -114,7 +114,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   if constexpr (WARPGROUP) {  // wgmma's swizzle is of shared addresses: its tiles start on 512-byte boundaries
     b_tiles += (B_ALIGN - muser_shared_offset(b_tiles) % B_ALIGN) % B_ALIGN / sizeof(H);
   }
-  const uint32_t b_shared = WARPGROUP ? muser_shared_offset(b_tiles) : 0;  // wgmma's address of b_tiles
+  const uint32_t b16 = WARPGROUP ? muser_shared_offset(b_tiles) / 16 : 0;  // wgmma's address of b_tiles / 16
   H* out_tile = a_tiles;                                         // [XROWS][tile_rows], at the end
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
@@ -154,26 +154,30 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   };
   // This thread's pieces of x, at the same places in every step: piece thread + c tile_threads is
   // values x_k .. + 7 of x row m0 + x_row + c X_PASS_ROWS, at offset x_at + c X_PASS_ROWS tile_k of
-  // a stage (tile_at's swizzle repeats every 8 rows).
+  // a stage (tile_at's swizzle repeats every 8 rows). Piece c of step s lies at x_first + s tile_k
+  // + c X_PASS_ROWS DIMS, constant offsets from one address a step; a piece of a row past n (zeros)
+  // reads none of its bytes.
   enum { X_PASS_ROWS = tile_threads / 4 };
   const uint32_t x_row = thread / 4, x_k = thread % 4 * 8, x_at = tile_at(x_row, x_k);
+  const XP x_first = x + uint64_t(m0 + x_row) * DIMS + x_k;
+  H* const x_to = b_tiles + x_at;
   // x's values of step s into stage s % XSTAGES: asynchronously where x is 16-byte aligned, else
   // through registers (every thread's x at the same alignment: UNIFORM). Rows past n are zeros.
   auto copy_x = [&](uint32_t s) {
-    H* to = b_tiles + s % XSTAGES * B_VALUES + x_at;
+    const XP from = x_first + s * tile_k;
+    H* const to = x_to + s % XSTAGES * B_VALUES;
     for (int c = 0; c < X_PIECES; ++c) {
-      if (thread + c * tile_threads >= uint32_t(X_STEP_PIECES)) {
+      if (X_STEP_PIECES % tile_threads != 0 && thread + c * tile_threads >= uint32_t(X_STEP_PIECES)) {
         break;
       }
-      const uint32_t m = m0 + x_row + c * X_PASS_ROWS;
-      const bool live = m < n;
-      const uint8_t* from = reinterpret_cast<const uint8_t*>(live ? x + uint64_t(m) * DIMS + s * tile_k + x_k : x);
+      const bool live = m0 + x_row + c * X_PASS_ROWS < n;
+      const uint8_t* piece = reinterpret_cast<const uint8_t*>(from + c * X_PASS_ROWS * DIMS);
       if (x_aligned) {
-        muser_copy16_async(reinterpret_cast<uint8_t*>(to + c * X_PASS_ROWS * tile_k), from, live ? 16u : 0u);
+        muser_copy16_async(reinterpret_cast<uint8_t*>(to + c * X_PASS_ROWS * tile_k), piece, live ? 16u : 0u);
       } else {
         uint32_t w[4] = {0u, 0u, 0u, 0u};
         if (live) {
-          muser_load_words_at2<4, true>(from, w);
+          muser_load_words_at2<4, true>(piece, w);
         }
         muser_store4(to + c * X_PASS_ROWS * tile_k, w);
       }
@@ -198,12 +202,12 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
         muser_ldmatrix4(a + tile_at(wr + lane % 16, 16 * h + 8 * (lane / 16)), af[h]);
       }
       muser_wgmma_fence();
+      const uint32_t stage16 = b16 + s % XSTAGES * (B_VALUES * sizeof(H) / 16);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int q = 0; q < XROWS / 64; ++q) {  // value 16 h of x row 64 q: unswizzled, as wgmma addresses
-          const uint32_t at = (s % XSTAGES * B_VALUES + 64 * q * tile_k + 16 * h) * sizeof(H);
-          muser_wgmma64(af[h], b_shared + at, acc + 32 * q, x);
+          muser_wgmma64(af[h], stage16 + (64 * q * tile_k + 16 * h) * sizeof(H) / 16, acc + 32 * q, x);
         }
       }
       muser_wgmma_commit();
