@@ -33,6 +33,7 @@ from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_
 
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 REVISED = re.compile(r"prelude_cuda\.h|formats\.h|format_\w+\.h")  # the files the revision supplies
+KERNEL_FILE = re.compile(r"\w+\.(h|cu|metal)")  # kernels/'s sources (not its __init__.py or .clang-format)
 
 
 def source_at(revision: str, name: str) -> str:
@@ -52,7 +53,7 @@ def variants(revisions: list[str], whole: bool) -> dict[str, Path]:
     folders = {"new": tuning.KERNEL_SOURCES}
     for revision in revisions:
         old = folders[revision] = Path(tempfile.mkdtemp(prefix="kernel_ab_"))
-        for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if p.is_file()):
+        for path in (p for p in tuning.KERNEL_SOURCES.iterdir() if KERNEL_FILE.fullmatch(p.name)):
             text = source_at(revision, path.name) if whole or REVISED.fullmatch(path.name) else path.read_text()
             (old / path.name).write_text(text)
     return folders
