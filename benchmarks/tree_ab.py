@@ -8,10 +8,14 @@ the same code measures under another name in the same run.
     python benchmarks/tree_ab.py --against /tmp/before
     git archive HEAD | tar -x -C /tmp/same && python benchmarks/tree_ab.py --against /tmp/same /tmp/before
     python benchmarks/tree_ab.py --against /tmp/before --dims 1024 --vocab 8192 --batches 1 64 --reps 100  # a CPU
+    python benchmarks/tree_ab.py --against /tmp/before --batches --head-rows 128 512  # the LM head too
 
 Per batch of ids: the median time of one lookup per evaluation (common.alternating_medians: the
 host's cost, which is most of a one-id lookup's time) and of lookups queued in one evaluation
 (common.queued_seconds: device time per lookup; its host column, graph building per lookup).
+With --head-rows, each tree's ``as_linear`` of the same table at those rows of float16 x:
+device time per call queued (common.queued_seconds, 4 and 8 calls), the trees alternating in
+each of --head-rounds rounds, the median of them.
 Prints a table and writes benchmarks/results/<stem>_<cpu|gpu>.{md,json} (stem: tree_ab).
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 from pathlib import Path
 
@@ -53,10 +58,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--against", required=True, type=Path, nargs="+", help="roots of the other checkouts")
     p.add_argument("--format", default="Q4_K")
-    p.add_argument("--batches", nargs="+", type=int, default=[1, 4096, 32768])
+    p.add_argument("--batches", nargs="*", type=int, default=[1, 4096, 32768])
     p.add_argument("--reps", type=int, default=400, help="one-per-evaluation repetitions; queued: a tenth")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
+    p.add_argument("--head-rows", nargs="*", type=int, default=[], help="also the LM head at these rows of x")
+    p.add_argument("--head-rounds", type=int, default=3)
     p.add_argument("--stem", default="tree_ab", help="result file name, before _gpu / _cpu")
     args = p.parse_args()
     dims, vocab = args.dims, args.vocab
@@ -85,11 +92,37 @@ def main() -> None:
             runs.append(dict(name=name, ids=n, seconds=latency[name], queued_seconds=device, host_seconds=host))
             rows.append([name, n, f"{latency[name] * 1e6:.1f}", f"{device * 1e6:.1f}", f"{host * 1e6:.1f}"])
             print(*rows[-1], sep="\t", flush=True)
-    md = markdown(["lookup", "ids", "us, 1 per eval", "us, queued", "host us, queued"], rows)
+    trees = {"this tree": muser_mlx, **others}
+    tables = {name: tree.Table.from_bytes(data, args.format, dims) for name, tree in trees.items()}
+    for n in args.head_rows:
+        x = mx.random.normal((n, dims)).astype(mx.float16)
+        ours = muser_mlx.as_linear(tables["this tree"], x)
+        for name in others:
+            print(
+                f"same logits as {name} at {n} rows:",
+                bool(mx.array_equal(ours, trees[name].as_linear(tables[name], x))),
+            )
+        times = {name: [] for name in trees}
+        for _ in range(args.head_rounds):
+            for name, tree in trees.items():
+                head = lambda x, tree=tree, table=tables[name]: tree.as_linear(table, x)  # noqa: E731
+                xs = lambda i, n=n: (mx.random.normal((n, dims), key=mx.random.key(i)).astype(mx.float16),)  # noqa: E731
+                times[name].append(queued_seconds(xs, head, 5, 4)[0])
+        for name in trees:
+            device = statistics.median(times[name])
+            runs.append(dict(name=name, head_rows=n, queued_seconds=device, rounds=times[name]))
+            rows.append([f"{name} as_linear", n, "-", f"{device * 1e6:.1f}", "-"])
+            print(*rows[-1], sep="\t", flush=True)
+    md = markdown(["lookup", "ids or rows", "us, 1 per eval", "us, queued", "host us, queued"], rows)
     md += (
         f"\n\n{args.format}, float32 out (nn.Embedding: float16). The other trees: "
         + ", ".join(f"{name} ({other.__file__})" for name, other in others.items())
         + f". Queued: {QUEUED} and {2 * QUEUED} lookups per evaluation."
+        + (
+            f" as_linear: float16 x, 4 and 8 calls queued, median of {args.head_rounds} rounds (the trees alternating)."
+            if args.head_rows
+            else ""
+        )
     )
     print(
         save(

@@ -47,11 +47,42 @@ struct Warp {
   void barrier() { sync.wait(warp_lanes); }
 };
 
-// One threadgroup (kernels/tile_mma.h): its threads' barrier and dynamic shared memory.
+// A threadgroup's bulk copies (lanes_cpu.h's muser_bulk_copy, for kernels/tile_mma.h), as PTX's
+// cp.async.bulk with an mbarrier orders them: a copy reads its source when issued and writes its
+// bytes only when a thread waits on its barrier, so a kernel that reads them before it waits
+// reads the bytes there before, as a GPU can, and the test fails.
+struct BulkCopies {
+  struct Copy {
+    const void* bar;
+    uint8_t* dst;
+    std::vector<uint8_t> bytes;
+  };
+  std::mutex mutex;
+  std::vector<Copy> open;  // issued, not yet waited for
+
+  void issue(uint8_t* dst, const uint8_t* src, uint32_t bytes, const void* bar) {
+    std::lock_guard<std::mutex> hold(mutex);
+    open.push_back(Copy{bar, dst, std::vector<uint8_t>(src, src + bytes)});
+  }
+  void wait(const void* bar) {
+    std::lock_guard<std::mutex> hold(mutex);
+    for (auto it = open.begin(); it != open.end();) {
+      if (it->bar == bar) {
+        std::memcpy(it->dst, it->bytes.data(), it->bytes.size());
+        it = open.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+// One threadgroup (kernels/tile_mma.h): its threads' barrier, dynamic shared memory and bulk copies.
 struct Group {
   Barrier sync;
   uint32_t size;
   std::unique_ptr<uint64_t[]> words;  // 8-byte units of the shared bytes, 16-byte aligned by new
+  BulkCopies bulk;
 
   Group(uint32_t threads, uint32_t shared_bytes) : size(threads), words(new uint64_t[shared_bytes / 8 + 2]()) {}
   uint8_t* shared() { return reinterpret_cast<uint8_t*>(words.get()); }

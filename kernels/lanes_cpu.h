@@ -81,7 +81,6 @@ inline void muser_ldmatrix4(const H* p, uint32_t* r) {
 inline uint32_t muser_shared_offset(const void* p) {
   return uint32_t(static_cast<const uint8_t*>(p) - muser_cpu::lane.group->shared());
 }
-inline void muser_async_shared_fence() {}
 inline void muser_wgmma_fence() {}
 inline void muser_wgmma_commit() {}
 inline void muser_wgmma_wait(float*, int) {}
@@ -90,3 +89,9 @@ inline void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const H* ta
   muser_cpu::warp_wgmma64(a, muser_cpu::lane.group->shared(), 16 * b16, d,
                           [&](uint16_t bits) { return muser_from_bits(bits, tag); });
 }
+// Bulk copies (cpu_runtime.h: BulkCopies): written when a thread waits on their barrier.
+inline void muser_bulk_barrier_init(uint64_t*) {}
+inline void muser_bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  muser_cpu::lane.group->bulk.issue(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), bytes, bar);
+}
+inline void muser_bulk_wait(uint64_t* bar, uint32_t) { muser_cpu::lane.group->bulk.wait(bar); }

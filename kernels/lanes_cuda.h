@@ -199,10 +199,10 @@ MUSER_FN void muser_ldmatrix4(const H* p, uint32_t* r) {
 // tile_at; wgmma's 64-byte swizzle), k0 a multiple of 16; tag: a pointer of B's 16-bit type. d[4 j + e] += D[16 (w % 4) + g + 8 (e / 2)][8 j + 2 t + e % 2], lane
 // (g, t) = (lane / 4, lane % 4), summed in float32. Between muser_wgmma_fence (after the
 // registers a and d were last written) and muser_wgmma_wait (after muser_wgmma_commit) neither
-// may be touched, nor B's shared memory written; shared memory written by the threads (cp.async
-// included) is made visible to the matrix unit by muser_async_shared_fence before a barrier.
+// may be touched, nor B's shared memory written. B is written by bulk copies (muser_bulk_copy,
+// below): shared memory the threads wrote (cp.async included) would need a proxy fence
+// (fence.proxy.async) before the matrix unit reads it.
 MUSER_FN uint32_t muser_shared_offset(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-MUSER_FN void muser_async_shared_fence() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 MUSER_FN void muser_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 MUSER_FN void muser_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 // Waits for every multiply this warpgroup committed; d's registers are ordered after it.
@@ -235,3 +235,32 @@ MUSER_FN uint64_t muser_wgmma_b(uint32_t b16) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(muser_wgmma_b(b16)))
 MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const __half*) { MUSER_WGMMA("f16"); }
 MUSER_FN void muser_wgmma64(const uint32_t* a, uint32_t b16, float* d, const __nv_bfloat16*) { MUSER_WGMMA("bf16"); }
+
+// Bulk copies into shared memory (kernels/tile_mma.h with WARPGROUP: x's steps): one thread copies
+// `bytes` (a multiple of 16, both ends 16-byte aligned) by a 1-D bulk copy (cp.async.bulk), whose
+// bytes a barrier in shared memory (mbarrier, 8 bytes) counts; the threads that read them wait
+// for the barrier's phase. Its writes are the async proxy's, as wgmma's reads are, so no proxy
+// fence stands between them. A barrier completes a phase per copy: the k-th copy on it (from 0)
+// is waited for with parity k % 2. Initialized by one thread, then a threadgroup barrier.
+MUSER_FN void muser_bulk_barrier_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\nfence.mbarrier_init.release.cluster;" ::"r"(
+                   muser_shared_offset(bar))
+               : "memory");
+}
+MUSER_FN void muser_bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  const uint32_t b = muser_shared_offset(bar);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   muser_shared_offset(dst)),
+               "l"(src), "r"(bytes), "r"(b)
+               : "memory");
+}
+MUSER_FN void muser_bulk_wait(uint64_t* bar, uint32_t parity) {
+  const uint32_t b = muser_shared_offset(bar);
+  for (uint32_t done = 0; !done;) {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(b), "r"(parity)
+                 : "memory");
+  }
+}

@@ -23,9 +23,12 @@
 // (muser_wgmma64), the table's values as register fragments (ldmatrix), x read by the matrix unit
 // from its stage, whose tile_at layout is wgmma's 64-byte swizzle (the stages start 512-byte
 // aligned); issued before the decode of the next step and waited for after it, so the threads
-// decode while the matrix unit multiplies. One barrier per step: a buffer is written a step (a
-// chunk, an x stage AHEAD steps) after the step that read it. The sums go out through shared
-// memory as H, 16 bytes per store along a row of out.
+// decode while the matrix unit multiplies. Its x comes from x_steps, x laid out a step at a time
+// in the stages' order (backends/head.py: x_steps), each step by one bulk copy of one thread,
+// which the stage's barrier in shared memory counts (x itself gives only n; without WARPGROUP
+// x_steps is x). One barrier per step: a buffer is written a step (a chunk, an x stage AHEAD
+// steps) after the step that read it. The sums go out through shared memory as H, 16 bytes per
+// store along a row of out.
 // Shared tiles hold rows of 32 values (64 bytes, four 16-byte chunks); chunk c of row q lies at
 // chunk c ^ (q / 2 % 4) (tile_at), so the 8 rows one muser_ldmatrix4 matrix reads, and the rows the
 // decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
@@ -38,8 +41,8 @@
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
 // muser_half_products, and for WARPGROUP muser_shared_offset, muser_wgmma64, muser_wgmma_fence,
-// muser_wgmma_commit, muser_wgmma_wait, muser_async_shared_fence; from the prelude:
-// muser_load_words, muser_load_words_at2.
+// muser_wgmma_commit, muser_wgmma_wait, muser_bulk_barrier_init, muser_bulk_copy, muser_bulk_wait;
+// from the prelude: muser_load_words, muser_load_words_at2.
 #pragma once
 #include "formats.h"
 
@@ -83,7 +86,7 @@ MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
 
 template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, int UNROLL,
           int WARPGROUP, typename TableP, typename XP, typename OutP>
-MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
+MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
     STEPS = DIMS / tile_k,
@@ -99,11 +102,12 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     NT = WARP_COLS / 8,                         // n8 tiles per warp
     ACC = XROWS / 2,                            // sums per thread: 2 x NT x 4 (mma), NT x 4 (wgmma)
     B_ALIGN = WARPGROUP ? 512 : 0,              // bytes skipped at most to align the x stages for wgmma
+    BARS = WARPGROUP ? XSTAGES : 0,             // the bulk copies' barriers, 8 bytes each, after the x stages
   };
   static_assert(CHUNK % tile_k == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
   static_assert(AHEAD >= 1 && AHEAD < CHUNK_STEPS, "x runs ahead of the step multiplied, not past a chunk");
   static_assert(RAW % 16 == 0 && RAW >= (CHUNK_BYTES + 15) / 16 * 16 + 16, "a row's chunk and its alignment fit");
-  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES) + B_ALIGN &&
+  static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES) + B_ALIGN + 8 * BARS &&
                     SHARED >= 2 * tile_rows * RAW + 2 * XROWS * tile_rows,
                 "the shared bytes head.py asks: the buffers, and the output tile over the value buffers");
   static_assert(!WARPGROUP || XROWS % 64 == 0, "wgmma multiplies 64 rows of x at a time");
@@ -115,6 +119,12 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
     b_tiles += (B_ALIGN - muser_shared_offset(b_tiles) % B_ALIGN) % B_ALIGN / sizeof(H);
   }
   const uint32_t b16 = WARPGROUP ? muser_shared_offset(b_tiles) / 16 : 0;  // wgmma's address of b_tiles / 16
+  uint64_t* const bars = reinterpret_cast<uint64_t*>(b_tiles + XSTAGES * B_VALUES);  // [BARS]
+  if (WARPGROUP && thread == 0) {
+    for (int k = 0; k < BARS; ++k) {
+      muser_bulk_barrier_init(bars + k);
+    }
+  }
   H* out_tile = a_tiles;                                         // [XROWS][tile_rows], at the end
   const uint64_t row_bytes = uint64_t(DIMS / F::block_values) * F::block_bytes;
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
@@ -161,9 +171,18 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   const uint32_t x_row = thread / 4, x_k = thread % 4 * 8, x_at = tile_at(x_row, x_k);
   const XP x_first = x + uint64_t(m0 + x_row) * DIMS + x_k;
   H* const x_to = b_tiles + x_at;
-  // x's values of step s into stage s % XSTAGES: asynchronously where x is 16-byte aligned, else
-  // through registers (every thread's x at the same alignment: UNIFORM). Rows past n are zeros.
+  // x's values of step s into stage s % XSTAGES. WARPGROUP: one bulk copy of the step's bytes from
+  // x_steps (backends/head.py: x_steps; x laid out a step at a time, in tile_at's order, zeros past
+  // n), counted by the stage's barrier. Else asynchronously where x is 16-byte aligned, else through
+  // registers (every thread's x at the same alignment: UNIFORM); rows past n are zeros.
   auto copy_x = [&](uint32_t s) {
+    if constexpr (WARPGROUP) {
+      if (thread == 0) {
+        muser_bulk_copy(b_tiles + s % XSTAGES * B_VALUES, x_steps + (uint64_t(m0 / XROWS) * STEPS + s) * B_VALUES,
+                        B_VALUES * sizeof(H), bars + s % XSTAGES);
+      }
+      return;
+    }
     const XP from = x_first + s * tile_k;
     H* const to = x_to + s % XSTAGES * B_VALUES;
     for (int c = 0; c < X_PIECES; ++c) {
@@ -197,6 +216,7 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   auto multiply = [&](uint32_t s) {
     const H* a = a_tiles + s % 2 * A_VALUES;
     if constexpr (WARPGROUP) {
+      muser_bulk_wait(bars + s % XSTAGES, s / XSTAGES % 2);  // the stage's (s / XSTAGES)-th copy
       uint32_t af[2][4];
       for (int h = 0; h < 2; ++h) {
         muser_ldmatrix4(a + tile_at(wr + lane % 16, 16 * h + 8 * (lane / 16)), af[h]);
@@ -233,7 +253,8 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
   };
   // Copies go in groups, one per step: first x of steps 0 .. AHEAD - 1 (chunk 0 with step 0's),
   // then at step s x of step s + AHEAD and, at the first step of chunk c, the bytes of chunk c + 1.
-  // Waiting for all but the last AHEAD groups at the end of step s completes x of step s + 1 and,
+  // Waiting for all but the last AHEAD groups at the end of step s completes x of step s + 1 (with
+  // WARPGROUP, x's bulk copies are not in the groups: each step waits on its stage's barrier) and,
   // since AHEAD < CHUNK_STEPS, each chunk before its first step is decoded. A raw buffer is
   // refilled a chunk after the one whose decoding it held, a value buffer a step (an x stage
   // AHEAD steps) after the step that read it.
@@ -270,9 +291,6 @@ MUSER_FN void tile_mma(TableP table, XP x, uint32_t n, OutP out, uint32_t group,
       multiply(s);
     }
     muser_copy_wait<AHEAD - 1>();
-    if constexpr (WARPGROUP) {
-      muser_async_shared_fence();
-    }
     muser_group_barrier();
   }
 

@@ -41,6 +41,7 @@ from muser_mlx.backends.head import (
     tile_mma_launch,
     x_planes,
     x_run_words,
+    x_steps,
 )
 from muser_mlx.backends.source import Launch
 
@@ -339,8 +340,8 @@ def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
 # ---- tile_mma: the tiled matrix multiply, a threadgroup of 256 threads at a time
 
 _TILE_MMA_RUN = """
-extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint32_t groups, uint32_t threads,
-                   uint32_t shared) {{
+extern "C" int run(const void* table, const void* x, const void* x_steps, uint32_t n, void* out, uint32_t groups,
+                   uint32_t threads, uint32_t shared) {{
   return muser_cpu::run_groups(groups, threads, shared, [&](uint32_t group, uint32_t t) {{ {call}; }}) ? 1 : 0;
 }}
 """
@@ -350,20 +351,23 @@ def cpu_tile_mma(table, x: mx.array, offset: int = 0, warpgroups: bool = False) 
     """kernels/tile_mma.h through prelude_cpu.h for float16 or bfloat16 x ``[..., dims]``, as
     backends/head.py launches it (tile_mma_launch) on a device with warpgroup multiplies or
     without (``warpgroups``); x's values ``offset`` values into an aligned buffer (1: off a
-    16-byte boundary, as a view of MLX's can be)."""
+    16-byte boundary, as a view of MLX's can be), and by warpgroups x_steps as head.tile_mma
+    gives it (its own array: aligned)."""
     launch = tile_mma_launch(table, x, warpgroups)
     x_host = _host(x).reshape(-1)
     buffer = np.zeros(x_host.size + offset, x_host.dtype)
     buffer[offset:] = x_host
+    steps = _host(x_steps(x, launch.define("XROWS"))) if launch.define("WARPGROUP") else None
     h_type = C_TYPES[x.dtype][0]
     args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED", "UNROLL", "WARPGROUP")
-    call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, n, ({h_type}*)out, group, t)"
+    call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, (const {h_type}*)x_steps, n, ({h_type}*)out, group, t)"
     lib = _cpu_lib("tile_mma.h", _TILE_MMA_RUN.format(call=call))
     out = np.empty(launch.output_shape, C_TYPES[x.dtype][1])
     threads = launch.threadgroup[0]
     ok = lib.run(
         _ptr(_host(table.data)),
         ctypes.c_void_p(buffer.ctypes.data + offset * buffer.itemsize),
+        ctypes.c_void_p(buffer.ctypes.data + offset * buffer.itemsize if steps is None else steps.ctypes.data),
         ctypes.c_uint32(x.size // x.shape[-1]),
         _ptr(out),
         ctypes.c_uint32(launch.grid[0] // threads),

@@ -21,13 +21,13 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) 
 def ptxas_report(launch, dtype: str, tmp_path) -> str:
     """ptxas's resource report for ``launch`` of kernels/tile_mma.h with x of C type ``dtype``:
     the header MLX compiles (backends/source.py), the launch's defines, and the kernel body in a
-    signature of the inputs MLX passes (the table's words, x, x's shape and ndim, out)."""
+    signature of the inputs MLX passes (the table's words, x, x's shape and ndim, x_steps, out)."""
     kernel = device.CUDA.tile_mma_kernel
     lines = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
     lines += [f"#define FORMAT {launch.format.ggml_type}", *(f"#define {k} {v}" for k, v in launch.defines)]
     lines += [
         f'extern "C" __global__ void k(const uint64_t* table, const {dtype}* x, const int32_t* x_shape, int x_ndim, '
-        f"{dtype}* out) {{",
+        f"const {dtype}* x_steps, {dtype}* out) {{",
         kernel.body(),
         "}",
     ]

@@ -227,8 +227,9 @@ class TileBuffers(NamedTuple):
     TILE_WGMMA_X_STAGES; fewer where a chunk is fewer steps),
     SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x TILE_K
     table values and XSTAGES of XROWS x TILE_K values of x, 2 bytes each, and for warpgroup
-    multiplies WGMMA_ALIGN bytes to start x's on a boundary of them, or where it is more the
-    output tile of XROWS x TILE_ROWS values that reuses them (at least TILE_MIN_SHARED)."""
+    multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
+    stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
+    that reuses them (at least TILE_MIN_SHARED)."""
 
     chunk: int
     raw: int
@@ -244,7 +245,7 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
-    align = WGMMA_ALIGN if warpgroup else 0
+    align = WGMMA_ALIGN + 8 * stages if warpgroup else 0
     values = max(2 * (2 * TILE_ROWS + stages * xrows) * TILE_K + align, 2 * xrows * TILE_ROWS)  # or the output tile
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, stages, shared)
@@ -360,7 +361,23 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
             f"tile_mma's threadgroups would take {launch.shared_bytes:,} bytes of shared memory for {table!r} and "
             f"{x_rows(x)} rows of x; this GPU gives a threadgroup {group_shared:,}"
         )
-    return device.tile_mma_kernel(launch, [table_words(table.data), x])
+    steps = x_steps(x, launch.define("XROWS")) if launch.define("WARPGROUP") else x
+    return device.tile_mma_kernel(launch, [table_words(table.data), x, steps])
+
+
+def x_steps(x: mx.array, xrows: int) -> mx.array:
+    """x ``[..., dims]`` as kernels/tile_mma.h's warpgroups copy it, one step of XROWS x TILE_K
+    values at a time: ``[x_tiles, dims / TILE_K, xrows, TILE_K]`` in x's dtype, step s of x tile t
+    rows ``t xrows ..`` of x (zeros past its rows), values ``s TILE_K ..``, each row's four 16-byte
+    chunks where the kernel's stages keep them (tile_at: chunk c of row q at c ^ (q / 2 % 4))."""
+    dims = x.shape[-1]
+    n = x.size // dims
+    tiles = -(-n // xrows)
+    x = mx.pad(x.reshape(n, dims), [(0, tiles * xrows - n), (0, 0)])
+    x = x.reshape(tiles, xrows, dims // TILE_K, TILE_K // 8, 8)  # [t, q, s, c, 8]
+    q = mx.arange(xrows).reshape(1, xrows, 1, 1, 1)
+    x = mx.take_along_axis(x, mx.arange(TILE_K // 8).reshape(1, 1, 1, -1, 1) ^ (q // 2 % 4), axis=3)
+    return x.transpose(0, 2, 1, 3, 4).reshape(tiles, dims // TILE_K, xrows, TILE_K)
 
 
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
