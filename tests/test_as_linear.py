@@ -334,8 +334,10 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
     """kernels/tile_mma.h multiplied by warpgroups (WARPGROUP), CPU dialect: each warp's share of
     wgmma emulated with B read through the 64-byte swizzle of its shared addresses, so x's tiles
     as tile_at lays them out must be what wgmma reads. XROWS 64 (from one row, as tuning allows),
-    128 and 256, partial x tiles, a vocab off a multiple of 128 and of 8, x off a 16-byte boundary;
-    F32's chunks of two steps leave fewer x stages than the output tile of 256 rows needs."""
+    128 and 256, partial x tiles, a vocab off a multiple of 128 and of 8, x off a 16-byte boundary
+    (x_steps, its own array, is what the bulk copies read); F32's chunks of two steps leave fewer x
+    stages than the output tile of 256 rows needs. A bulk copy's bytes land only when a thread
+    waits on its stage's barrier (cpu_runtime.h: BulkCopies), so the test fails without the wait."""
     rng = np.random.default_rng(13)
     data = moderate(random_table_bytes(rng, qtype, 133, 256), qtype)
     table, W = Table.from_bytes(data, qtype, 256), dequantized(data, qtype)
