@@ -8,6 +8,8 @@ Gemma 3 270M's (Q8_0, dims 640, vocab 262,144); random bytes with finite scales.
 - ``tile_mma``: kernels/tile_mma.h at any row count, multiplied by warpgroups from
   tuning.TILE_WGMMA_MIN_ROWS rows where the GPU has them (CUDA compute capability 9.0);
 - ``tile_mma warps``: kernels/tile_mma.h multiplied by warps (mma.sync) at any row count;
+- ``x_steps``: the warpgroups' arrangement of x alone (``backends.head.x_steps``), part of
+  ``tile_mma``'s time where it multiplies by warpgroups;
 - ``mma``: kernels/mma.h at any row count, up to --mma-rows;
 - ``tiled@M``: the tiled path, vocab rows dequantized into x's dtype M MiB at a time
   (tuning.TILE_BYTES), each tile multiplied by MLX's matmul;
@@ -63,6 +65,7 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
         "muser_mlx": (lambda x: as_linear(table, x), {}),
         "tile_mma": (lambda x: head.tile_mma(table, x, backend), {}),
         "tile_mma warps": (lambda x: head.tile_mma(table, x, backend), {"TILE_WGMMA_MIN_ROWS": math.inf}),
+        "x_steps": (lambda x: head.x_steps(x, tuning.tile_mma_xrows(x.shape[0], True)), {}),
         "mma": (lambda x: head.mma(table, x, backend), {}),
     }
     calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB}) for m in tiles}
