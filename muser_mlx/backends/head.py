@@ -348,7 +348,9 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
 
 
 def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
-    """Logits by kernels/tile_mma.h (matrix units; any format, float16 or bfloat16 x)."""
+    """Logits by kernels/tile_mma.h (matrix units; any format, float16 or bfloat16 x); where it
+    multiplies by warpgroups it reads x as :func:`x_steps` lays it out (its third input; else x
+    again)."""
     device = _device(table, x, backend, "tile_mma")
     if device.tile_mma_kernel is None or x.dtype not in TILE_MMA_DTYPES or table.dims % TILE_K:
         raise ValueError(
