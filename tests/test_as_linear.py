@@ -329,6 +329,29 @@ def test_cpu_tile_mma_kernel(qtype):
     assert_close(cpu_tile_mma(table, x, offset=1), x, W)
 
 
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
+def test_x_steps_is_x_in_the_stages_layout(dtype):
+    """head.x_steps, what the warpgroups' bulk copies read, against the layout stated in NumPy:
+    x tile t, step s, row q holds x row t * XROWS + q (zeros past x's rows), values s * 32 ..,
+    value k at (k / 8 ^ q / 2 % 4) * 8 + k % 8 (kernels/tile_mma.h: tile_at). x of 3 dims, its rows
+    not a multiple of XROWS."""
+    rng = np.random.default_rng(3)
+    xrows, dims = 64, 96
+    x = mx.array(rng.standard_normal((2, 35, dims)).astype(np.float32)).astype(dtype)
+    values = np.array(x.astype(mx.float32)).reshape(70, dims)
+    padded = np.zeros((128, dims), np.float32)
+    padded[:70] = values
+    want = np.zeros((2, dims // 32, xrows, 32), np.float32)
+    for q in range(xrows):
+        at = np.array([(k // 8 ^ q // 2 % 4) * 8 + k % 8 for k in range(32)])
+        for t in range(2):
+            for s in range(dims // 32):
+                want[t, s, q, at] = padded[t * xrows + q, 32 * s : 32 * s + 32]
+    steps = head.x_steps(x, xrows)
+    assert steps.dtype == dtype and steps.shape == want.shape
+    assert np.array_equal(np.array(steps.astype(mx.float32)), want)
+
+
 @pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0", "IQ2_XXS", "F32"])
 def test_cpu_tile_mma_by_warpgroups(qtype):
     """kernels/tile_mma.h multiplied by warpgroups (WARPGROUP), CPU dialect: each warp's share of
