@@ -39,7 +39,7 @@ def machine_code(launch, workdir: Path) -> list[tuple[int, str]]:
     """(address, instruction) of kernels/bytedot.h compiled for ``launch``."""
     kernel = device.CUDA.bytedot_kernel
     source = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
-    source += [f"#define FORMAT {launch.format.ggml_type}", *(f"#define {k} {v}" for k, v in launch.defines)]
+    source += [launch.define_lines()]
     source += [SIGNATURE, kernel.body(), "}"]
     (workdir / "k.cu").write_text("\n".join(source))
     subprocess.run(

@@ -24,7 +24,7 @@ def ptxas_report(launch, dtype: str, tmp_path) -> str:
     signature of the inputs MLX passes (the table's words, x, x's shape and ndim, x_steps, out)."""
     kernel = device.CUDA.tile_mma_kernel
     lines = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
-    lines += [f"#define FORMAT {launch.format.ggml_type}", *(f"#define {k} {v}" for k, v in launch.defines)]
+    lines += [launch.define_lines()]
     lines += [
         f'extern "C" __global__ void k(const uint64_t* table, const {dtype}* x, const int32_t* x_shape, int x_ndim, '
         f"const {dtype}* x_steps, {dtype}* out) {{",

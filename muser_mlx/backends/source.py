@@ -80,6 +80,12 @@ class Launch:
                 return value
         raise KeyError(f"no constant {name!r} in this launch; it has {', '.join(k for k, _ in self.defines)}")
 
+    def define_lines(self) -> str:
+        """The constants as they follow the kernel's header: a ``#define`` line each, FORMAT (the
+        format's ggml type) first, then ``defines`` in order."""
+        defines = (() if self.format is None else (("FORMAT", self.format.ggml_type),)) + self.defines
+        return "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
+
 
 class DeviceKernel:
     """One kernel of one dialect: ``name`` (``kernels/<name>.h``), its ``inputs`` and ``outputs``
@@ -189,8 +195,7 @@ class DeviceKernel:
                 raise ValueError(f"a kernel constant is an upper-case name and an int, got {name!r} = {value!r}")
         fmt, body = launch.format, self.body()
         text = self.header(fmt)
-        defines = (() if fmt is None else (("FORMAT", fmt.ggml_type),)) + launch.defines
-        define_lines = "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
+        define_lines = launch.define_lines()
         digest = hashlib.sha256((text + define_lines + body).encode()).hexdigest()[:12]
         spelled = [str(v) for _, v in launch.defines] + [
             str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)
