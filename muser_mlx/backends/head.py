@@ -242,11 +242,12 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
     stages = min(tuning.TILE_WGMMA_X_STAGES if warpgroup else tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
+    # the value buffers, with warpgroups x's stages aligned and their bulk copies' barriers; or the output tile
+    warpgroup_bytes = WGMMA_ALIGN + 8 * stages if warpgroup else 0
+    values = max(2 * (2 * TILE_ROWS + stages * xrows) * TILE_K + warpgroup_bytes, 2 * xrows * TILE_ROWS)
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
-    align = WGMMA_ALIGN + 8 * stages if warpgroup else 0
-    values = max(2 * (2 * TILE_ROWS + stages * xrows) * TILE_K + align, 2 * xrows * TILE_ROWS)  # or the output tile
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, stages, shared)
 
