@@ -43,9 +43,10 @@ struct muser_half_products {
 template <>
 struct muser_half_products<_Float16> {
   enum { exact = 1 };
+  template <int WORDS>
   static void of(const uint32_t* bytes, uint32_t zero, float scale, uint32_t* w) {
     const _Float16* tag = nullptr;
-    for (int k = 0; k < 16; k += 2) {
+    for (int k = 0; k < 4 * WORDS; k += 2) {
       const float lo = float(int((bytes[k / 4] >> (8 * (k % 4))) & 255u) - int(zero)) * scale;
       const float hi = float(int((bytes[k / 4] >> (8 * (k % 4) + 8)) & 255u) - int(zero)) * scale;
       w[k / 2] = uint32_t(muser_bits(lo, tag)) | uint32_t(muser_bits(hi, tag)) << 16;

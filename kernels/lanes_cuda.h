@@ -124,7 +124,8 @@ MUSER_FN void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const __
 
 // The tiled matrix multiply's values in x's type H where a format's are a float16 times a level
 // (kernels/tile_mma.h: decode_h; formats.h: half_scale): exact says whether of() gives them for
-// H. of(bytes, zero, scale, w): the 16 values scale * (byte k - zero) of bytes[0..3] as float16,
+// H. of<WORDS>(bytes, zero, scale, w): the 4 WORDS values scale * (byte k - zero) of
+// bytes[0 .. WORDS - 1] as float16,
 // value k in half k % 2 of w[k / 2], each rounded once to nearest even. A byte permute puts two
 // bytes under float16's exponent of 1024 (0x64 in the high byte: 1024 + byte, exact), a subtraction
 // gives their levels exactly and a multiply, not contracted, rounds their products: 3
@@ -137,9 +138,10 @@ struct muser_half_products {
 template <>
 struct muser_half_products<__half> {
   enum { exact = 1 };
+  template <int WORDS>
   static MUSER_FN void of(const uint32_t* bytes, uint32_t zero, float scale, uint32_t* w) {
     const __half2 s = __float2half2_rn(scale), bias = __float2half2_rn(1024.0f + float(zero));
-    for (int c = 0; c < 4; ++c) {
+    for (int c = 0; c < WORDS; ++c) {
       for (int h = 0; h < 2; ++h) {
         const uint32_t biased = __byte_perm(bytes[c], 0x64646464u, h ? 0x4342u : 0x4140u);
         const __half2 v = __hmul2_rn(__hsub2(*reinterpret_cast<const __half2*>(&biased), bias), s);

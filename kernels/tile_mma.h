@@ -64,20 +64,20 @@ MUSER_FN uint32_t tile_at(uint32_t q, uint32_t k) { return q * tile_k + ((k / 8)
 // output tile of rows of tile_rows values.
 MUSER_FN uint32_t out_at(uint32_t m, uint32_t r) { return m * tile_rows + ((r / 8) ^ (m % 8)) * 8 + r % 8; }
 
-// Values i .. i + 15 of a row as H, the gather's float32 values rounded to nearest even, value k
+// Values i .. i + N - 1 (N = 8 or 16) of a row as H, the gather's float32 values rounded to nearest even, value k
 // in half k % 2 of w[k / 2]. Where they are a float16 times a level (formats.h: half_scale) and the
 // dialect multiplies float16 numbers (muser_half_products: CUDA, float16 x), in float16
 // arithmetic: the same values in fewer instructions.
-template <typename F, typename H, typename P>
+template <typename F, typename H, int N, typename P>
 MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
   if constexpr (F::half_scale && muser_half_products<H>::exact) {
-    uint32_t bytes[4];
-    const Affine a = F::template level_bytes<16>(row, i, bytes);
-    muser_half_products<H>::of(bytes, F::zero, a.scale, w);
+    uint32_t bytes[N / 4];
+    const Affine a = F::template level_bytes<N>(row, i, bytes);
+    muser_half_products<H>::template of<N / 4>(bytes, F::zero, a.scale, w);
   } else {
-    float v[16];
-    decode<F, 16>(row, i, v);
-    for (int k = 0; k < 8; ++k) {
+    float v[N];
+    decode<F, N>(row, i, v);
+    for (int k = 0; k < N / 2; ++k) {
       const H lo = static_cast<H>(v[2 * k]), hi = static_cast<H>(v[2 * k + 1]);
       w[k] = uint32_t(*reinterpret_cast<const uint16_t*>(&lo)) | uint32_t(*reinterpret_cast<const uint16_t*>(&hi)) << 16;
     }
@@ -85,7 +85,7 @@ MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
 }
 
 template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, int UNROLL,
-          int WARPGROUP, typename TableP, typename XP, typename OutP>
+          int WARPGROUP, int THREADS, typename TableP, typename XP, typename OutP>
 MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
@@ -95,12 +95,15 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
     CHUNK_BYTES = CHUNK / F::block_values * F::block_bytes,
     A_VALUES = tile_rows * tile_k,           // one buffer of table values
     B_VALUES = XROWS * tile_k,               // one stage of x values
-    X_STEP_PIECES = B_VALUES / 8,                                   // 16-byte pieces of x per step
-    X_PIECES = (X_STEP_PIECES + tile_threads - 1) / tile_threads,  // per thread (at XROWS 32, half the threads one)
+    X_STEP_PIECES = B_VALUES / 8,                          // 16-byte pieces of x per step
+    X_PIECES = (X_STEP_PIECES + THREADS - 1) / THREADS,  // per thread (at XROWS 32, half the threads one)
     AHEAD = XSTAGES - 1,                     // steps of x in flight beyond the one multiplied
-    WARP_COLS = WARPGROUP ? XROWS : XROWS / 2,  // x rows per warp
-    NT = WARP_COLS / 8,                         // n8 tiles per warp
-    ACC = XROWS / 2,                            // sums per thread: 2 x NT x 4 (mma), NT x 4 (wgmma)
+    X_GROUPS = THREADS / tile_threads,       // warpgroups' x rows: XROWS / X_GROUPS each
+    DECODERS = THREADS / tile_rows,          // threads per table row, each decoding
+    DECODE_N = tile_k / DECODERS,            // values a step (16, or 8 at 512 threads)
+    WARP_COLS = WARPGROUP ? XROWS / X_GROUPS : XROWS / 2,  // x rows per warp
+    NT = WARP_COLS / 8,                                    // n8 tiles per warp
+    ACC = (WARPGROUP ? 1 : 2) * NT * 4,                    // sums per thread: 2 x NT x 4 (mma), NT x 4 (wgmma)
     B_ALIGN = WARPGROUP ? 512 : 0,              // bytes skipped at most to align the x stages for wgmma
     BARS = WARPGROUP ? XSTAGES : 0,             // the bulk copies' barriers, 8 bytes each, after the x stages
   };
@@ -110,7 +113,9 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
   static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES) + B_ALIGN + 8 * BARS &&
                     SHARED >= 2 * tile_rows * RAW + 2 * XROWS * tile_rows,
                 "the shared bytes head.py asks: the buffers, and the output tile over the value buffers");
-  static_assert(!WARPGROUP || XROWS % 64 == 0, "wgmma multiplies 64 rows of x at a time");
+  static_assert(!WARPGROUP || WARP_COLS % 64 == 0, "wgmma multiplies 64 rows of x at a time");
+  static_assert(THREADS == tile_threads || (WARPGROUP && THREADS == 2 * tile_threads),
+                "warps: 256 threads; warpgroups: 256, or 512 in two groups of x rows");
   F::share_grid();
   uint8_t* raw = muser_dynamic_shared();                         // [2][tile_rows][RAW] bytes, then the value buffers
   H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
@@ -130,44 +135,44 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
   const uint64_t table_bytes = uint64_t(VOCAB) * row_bytes;
   const uint32_t x_tiles = (n + XROWS - 1) / XROWS;
   const uint32_t r0 = group / x_tiles * tile_rows, m0 = group % x_tiles * XROWS;
-  const uint32_t a_row = thread / 2, a_k = 16 * (thread % 2);      // the values this thread decodes
+  const uint32_t a_row = thread / DECODERS, a_k = DECODE_N * (thread % DECODERS);  // the values this thread decodes
   const bool x_aligned = (reinterpret_cast<size_t>(x) & 15) == 0;  // rows are 64-byte multiples
 
   // Where chunk c of this thread's row starts in the table (rows past VOCAB: the last row's).
   const uint64_t row_start = uint64_t(r0 + a_row < uint32_t(VOCAB) ? r0 + a_row : uint32_t(VOCAB) - 1) * row_bytes;
   auto chunk_start = [&](uint32_t c) { return row_start + uint64_t(c) * CHUNK_BYTES; };
   // Chunk c's bytes of the threadgroup's rows into raw buffer c % 2, asynchronously, each row by
-  // the two threads that decode it: the 16-byte pieces that hold them, so each byte lies at its
+  // the DECODERS threads that decode it: the 16-byte pieces that hold them, so each byte lies at its
   // table address's offset mod 16 (the decoders' loads are as wide as the table's alignment
   // allows). Bytes past the table are zeros.
   auto copy_chunk = [&](uint32_t c) {
     const uint32_t values = DIMS - c * CHUNK < uint32_t(CHUNK) ? DIMS - c * CHUNK : uint32_t(CHUNK);
     const uint64_t start = chunk_start(c), end = start + values / F::block_values * F::block_bytes;
     uint8_t* to = raw + (c % 2 * tile_rows + a_row) * RAW;
-    for (uint32_t piece = thread % 2; piece < uint32_t(RAW / 16); piece += 2) {
+    for (uint32_t piece = thread % DECODERS; piece < uint32_t(RAW / 16); piece += DECODERS) {
       const uint64_t at = (start & ~uint64_t(15)) + 16 * piece;
       if (at < end) {
         muser_copy16_async(to + 16 * piece, table + at, at + 16 <= table_bytes ? 16u : uint32_t(table_bytes - at));
       }
     }
   };
-  // Step s's 16 values of this thread's row, from its raw chunk, as H into buffer s % 2.
+  // Step s's DECODE_N values of this thread's row, from its raw chunk, as H into buffer s % 2.
   auto decode_step = [&](uint32_t s) {
     const uint32_t c = s / CHUNK_STEPS;
     const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(c) & 15);
-    uint32_t w[8];
-    decode_h<F, H>(row, s % CHUNK_STEPS * tile_k + a_k, w);
+    uint32_t w[DECODE_N / 2];
+    decode_h<F, H, DECODE_N>(row, s % CHUNK_STEPS * tile_k + a_k, w);
     H* a = a_tiles + s % 2 * A_VALUES;
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < DECODE_N / 8; ++h) {
       muser_store4(a + tile_at(a_row, a_k + 8 * h), w + 4 * h);
     }
   };
-  // This thread's pieces of x, at the same places in every step: piece thread + c tile_threads is
+  // This thread's pieces of x, at the same places in every step: piece thread + c THREADS is
   // values x_k .. + 7 of x row m0 + x_row + c X_PASS_ROWS, at offset x_at + c X_PASS_ROWS tile_k of
   // a stage (tile_at's swizzle repeats every 8 rows). Piece c of step s lies at x_first + s tile_k
   // + c X_PASS_ROWS DIMS, constant offsets from one address a step; a piece of a row past n (zeros)
   // reads none of its bytes.
-  enum { X_PASS_ROWS = tile_threads / 4 };
+  enum { X_PASS_ROWS = THREADS / 4 };
   const uint32_t x_row = thread / 4, x_k = thread % 4 * 8, x_at = tile_at(x_row, x_k);
   const XP x_first = x + uint64_t(m0 + x_row) * DIMS + x_k;
   H* const x_to = b_tiles + x_at;
@@ -186,7 +191,7 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
     const XP from = x_first + s * tile_k;
     H* const to = x_to + s % XSTAGES * B_VALUES;
     for (int c = 0; c < X_PIECES; ++c) {
-      if (X_STEP_PIECES % tile_threads != 0 && thread + c * tile_threads >= uint32_t(X_STEP_PIECES)) {
+      if (X_STEP_PIECES % THREADS != 0 && thread + c * THREADS >= uint32_t(X_STEP_PIECES)) {
         break;
       }
       const bool live = m0 + x_row + c * X_PASS_ROWS < n;
@@ -205,8 +210,9 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
 
   const uint32_t warp = thread / 32, lane = thread % 32;
   // The warp's first table row and x row: mma, 32 table rows by XROWS / 2 x rows; wgmma, warpgroup
-  // warp / 4 multiplies table rows 64 (warp / 4) .. by every x row, warp w of it holding 16 rows.
-  const uint32_t wr = WARPGROUP ? warp * 16 : warp % 4 * 32, wm = WARPGROUP ? 0 : warp / 4 * WARP_COLS;
+  // g = warp / 4 multiplies table rows 64 (g % 2) .. by x rows WARP_COLS (g / 2) .., warp w of it
+  // holding 16 table rows.
+  const uint32_t wr = WARPGROUP ? warp % 8 * 16 : warp % 4 * 32, wm = (WARPGROUP ? warp / 8 : warp / 4) * WARP_COLS;
   float acc[ACC];
   for (int i = 0; i < ACC; ++i) {
     acc[i] = 0.0f;
@@ -226,8 +232,8 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int q = 0; q < XROWS / 64; ++q) {  // value 16 h of x row 64 q: unswizzled, as wgmma addresses
-          muser_wgmma64(af[h], stage16 + (64 * q * tile_k + 16 * h) * sizeof(H) / 16, acc + 32 * q, x);
+        for (int q = 0; q < WARP_COLS / 64; ++q) {  // value 16 h of x row wm + 64 q: unswizzled, as wgmma addresses
+          muser_wgmma64(af[h], stage16 + ((wm + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16, acc + 32 * q, x);
         }
       }
       muser_wgmma_commit();
@@ -306,7 +312,7 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
     }
   }
   muser_group_barrier();
-  for (uint32_t chunk = thread; chunk < uint32_t(XROWS * tile_rows / 8); chunk += tile_threads) {
+  for (uint32_t chunk = thread; chunk < uint32_t(XROWS * tile_rows / 8); chunk += THREADS) {
     const uint32_t m = chunk / (tile_rows / 8), c = chunk % (tile_rows / 8), first = r0 + 8 * c;
     if (m0 + m >= n || first >= uint32_t(VOCAB)) {
       continue;

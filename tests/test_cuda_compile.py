@@ -1,7 +1,8 @@
 """kernels/tile_mma.h as NVRTC compiles it on a GPU with warpgroup multiplies, compiled here by nvcc
 for sm_90a (no GPU needed): its warpgroup form must keep the matrix unit asynchronous (ptxas says
-when it serializes wgmma: its note C7514) and spill no registers, both forms for every kind of
-format decoder. Skipped where nvcc is not on PATH."""
+when it serializes wgmma: its note C7514), spill no registers and fit its threadgroup's registers
+in an SM's 65,536 (the launch fails otherwise: MLX's kernels carry no launch bounds), both forms
+for every kind of format decoder. Skipped where nvcc is not on PATH."""
 
 import re
 import shutil
@@ -46,7 +47,8 @@ def ptxas_report(launch, dtype: str, tmp_path) -> str:
 @pytest.mark.parametrize("qtype", ["Q4_K", "Q8_0", "IQ2_XXS", "TQ1_0", "F32"])
 def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
     """Both forms of the tiled matrix multiply (warps at 40 rows of x, warpgroups at 100 and 300:
-    XROWS 128 and 256) compile for sm_90a with no spilled registers, and the warpgroup form
+    XROWS 128 and 256, 256 and 512 threads) compile for sm_90a with no spilled registers, at most
+    65,536 registers a threadgroup (a thread's in granules of 8), and the warpgroup form
     without ptxas's note that it serialized the wgmma instructions (as it does for the form that
     leaves a step's multiplies in flight through the barrier into the next step, docs/performance.md:
     this test fails on it)."""
@@ -64,3 +66,6 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         assert "C7514" not in report and "serialized" not in report, (qtype, rows, dtype, report[-2000:])
         spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
         assert spills and all(s == ("0", "0") for s in spills), (qtype, rows, dtype, report[-2000:])
+        registers = [int(r) for r in re.findall(r"Used (\d+) registers", report)]
+        threads = launch.threadgroup[0]
+        assert registers and all(-(-r // 8) * 8 * threads <= 65536 for r in registers), (qtype, rows, threads, registers)

@@ -51,6 +51,7 @@ TILE_ROWS, TILE_K, TILE_THREADS = 128, 32, 256  # kernels/tile_mma.h: tile_rows,
 TILE_MIN_SHARED = 48 << 10  # bytes
 TILE_MMA_DTYPES = (mx.float16, mx.bfloat16)  # x of kernels/tile_mma.h: its multiplies' 16-bit types
 WGMMA_ALIGN = 512  # bytes: kernels/tile_mma.h's B_ALIGN, the alignment of wgmma's 64-byte swizzle
+WGMMA_GROUP_XROWS = 128  # x rows a warpgroup multiplies at most: beyond, two groups of x rows (tile_mma_threads)
 
 
 def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
@@ -92,9 +93,18 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
         dtype in TILE_MMA_DTYPES
         and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype, warpgroups)
         and table.dims % TILE_K == 0
-        and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * TILE_THREADS <= MAX_THREADS
+        and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * tile_mma_threads(xrows, warpgroup) <= MAX_THREADS
         and tile_mma_buffers(table, xrows, warpgroup).shared <= group_shared
     )
+
+
+def tile_mma_threads(xrows: int, warpgroup: bool) -> int:
+    """kernels/tile_mma.h's threads a threadgroup (THREADS): TILE_THREADS, and twice as many where
+    warpgroups multiply more than WGMMA_GROUP_XROWS rows of x, two warpgroups (one per 64 table
+    rows) per WGMMA_GROUP_XROWS x rows: each holds 64 sums a thread, as at 128 rows, where 256
+    threads holding 128 took 167 registers and a threadgroup an SM (docs/performance.md, "Two
+    groups of x rows")."""
+    return TILE_THREADS * (xrows // WGMMA_GROUP_XROWS if warpgroup and xrows > WGMMA_GROUP_XROWS else 1)
 
 
 def x_rows(x: mx.array) -> int:
@@ -263,6 +273,7 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
     xrows = tuning.tile_mma_xrows(n, warpgroup)
     chunk, raw, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
+    threads = tile_mma_threads(xrows, warpgroup)
     return Launch(
         format=table.format,
         defines=(
@@ -275,9 +286,10 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
             ("SHARED", shared),
             ("UNROLL", chunk // TILE_K if tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1),
             ("WARPGROUP", int(warpgroup)),
+            ("THREADS", threads),
         ),
-        grid=(groups * TILE_THREADS, 1, 1),
-        threadgroup=(TILE_THREADS, 1, 1),
+        grid=(groups * threads, 1, 1),
+        threadgroup=(threads, 1, 1),
         output_shape=(*x.shape[:-1], table.vocab),
         output_dtype=x.dtype,
         shared_bytes=shared,
