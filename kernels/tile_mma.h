@@ -85,29 +85,32 @@ MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
 }
 
 template <typename F, int DIMS, int VOCAB, int XROWS, int XSTAGES, int CHUNK, int RAW, int SHARED, int UNROLL,
-          int WARPGROUP, int THREADS, typename TableP, typename XP, typename OutP>
+          int WARPGROUP, int THREADS, int STEP_K, typename TableP, typename XP, typename OutP>
 MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uint32_t group, uint32_t thread) {
   typedef typename pointee<XP>::type H;
   enum {
-    STEPS = DIMS / tile_k,
-    CHUNK_STEPS = CHUNK / tile_k,
+    STEPS = DIMS / STEP_K,
+    CHUNK_STEPS = CHUNK / STEP_K,
+    SUBS = STEP_K / tile_k,                  // tiles of tile_k values a step
     CHUNKS = (DIMS + CHUNK - 1) / CHUNK,
     CHUNK_BYTES = CHUNK / F::block_values * F::block_bytes,
-    A_VALUES = tile_rows * tile_k,           // one buffer of table values
-    B_VALUES = XROWS * tile_k,               // one stage of x values
+    A_VALUES = tile_rows * STEP_K,           // one buffer of table values
+    B_VALUES = XROWS * STEP_K,               // one stage of x values
     X_STEP_PIECES = B_VALUES / 8,                          // 16-byte pieces of x per step
     X_PIECES = (X_STEP_PIECES + THREADS - 1) / THREADS,  // per thread (at XROWS 32, half the threads one)
     AHEAD = XSTAGES - 1,                     // steps of x in flight beyond the one multiplied
     X_GROUPS = THREADS / tile_threads,       // warpgroups' x rows: XROWS / X_GROUPS each
     DECODERS = THREADS / tile_rows,          // threads per table row, each decoding
-    DECODE_N = tile_k / DECODERS,            // values a step (16, or 8 at 512 threads)
+    DECODE_N = STEP_K / DECODERS,            // values a step (16, or 8 at 512 threads and STEP_K 32)
     WARP_COLS = WARPGROUP ? XROWS / X_GROUPS : XROWS / 2,  // x rows per warp
     NT = WARP_COLS / 8,                                    // n8 tiles per warp
     ACC = (WARPGROUP ? 1 : 2) * NT * 4,                    // sums per thread: 2 x NT x 4 (mma), NT x 4 (wgmma)
     B_ALIGN = WARPGROUP ? 512 : 0,              // bytes skipped at most to align the x stages for wgmma
     BARS = WARPGROUP ? XSTAGES : 0,             // the bulk copies' barriers, 8 bytes each, after the x stages
   };
-  static_assert(CHUNK % tile_k == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
+  static_assert(CHUNK % STEP_K == 0 && CHUNK % F::block_values == 0, "a chunk is whole steps and blocks");
+  static_assert(STEP_K == tile_k || (THREADS == 2 * tile_threads && STEP_K == 2 * tile_k),
+                "steps of a tile, or of two where 512 threads decode 16 values each");
   static_assert(AHEAD >= 1 && AHEAD < CHUNK_STEPS, "x runs ahead of the step multiplied, not past a chunk");
   static_assert(RAW % 16 == 0 && RAW >= (CHUNK_BYTES + 15) / 16 * 16 + 16, "a row's chunk and its alignment fit");
   static_assert(SHARED >= 2 * tile_rows * RAW + 2 * (2 * A_VALUES + XSTAGES * B_VALUES) + B_ALIGN + 8 * BARS &&
@@ -118,8 +121,8 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
                 "warps: 256 threads; warpgroups: 256, or 512 in two groups of x rows");
   F::share_grid();
   uint8_t* raw = muser_dynamic_shared();                         // [2][tile_rows][RAW] bytes, then the value buffers
-  H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][tile_rows][tile_k]
-  H* b_tiles = a_tiles + 2 * A_VALUES;                           // [XSTAGES][XROWS][tile_k]
+  H* a_tiles = reinterpret_cast<H*>(raw + 2 * tile_rows * RAW);  // [2][SUBS][tile_rows][tile_k]
+  H* b_tiles = a_tiles + 2 * A_VALUES;                           // [XSTAGES][SUBS][XROWS][tile_k]
   if constexpr (WARPGROUP) {  // wgmma's swizzle is of shared addresses: its tiles start on 512-byte boundaries
     b_tiles += (B_ALIGN - muser_shared_offset(b_tiles) % B_ALIGN) % B_ALIGN / sizeof(H);
   }
@@ -161,10 +164,10 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
     const uint32_t c = s / CHUNK_STEPS;
     const uint8_t* row = raw + (c % 2 * tile_rows + a_row) * RAW + (chunk_start(c) & 15);
     uint32_t w[DECODE_N / 2];
-    decode_h<F, H, DECODE_N>(row, s % CHUNK_STEPS * tile_k + a_k, w);
-    H* a = a_tiles + s % 2 * A_VALUES;
+    decode_h<F, H, DECODE_N>(row, s % CHUNK_STEPS * STEP_K + a_k, w);
+    H* a = a_tiles + s % 2 * A_VALUES + a_k / tile_k * (tile_rows * tile_k);
     for (int h = 0; h < DECODE_N / 8; ++h) {
-      muser_store4(a + tile_at(a_row, a_k + 8 * h), w + 4 * h);
+      muser_store4(a + tile_at(a_row, a_k % tile_k + 8 * h), w + 4 * h);
     }
   };
   // This thread's pieces of x, at the same places in every step: piece thread + c THREADS is
@@ -223,17 +226,23 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
     const H* a = a_tiles + s % 2 * A_VALUES;
     if constexpr (WARPGROUP) {
       muser_bulk_wait(bars + s % XSTAGES, s / XSTAGES % 2);  // the stage's (s / XSTAGES)-th copy
-      uint32_t af[2][4];
-      for (int h = 0; h < 2; ++h) {
-        muser_ldmatrix4(a + tile_at(wr + lane % 16, 16 * h + 8 * (lane / 16)), af[h]);
+      uint32_t af[SUBS][2][4];
+      for (int t = 0; t < SUBS; ++t) {
+        for (int h = 0; h < 2; ++h) {
+          muser_ldmatrix4(a + t * (tile_rows * tile_k) + tile_at(wr + lane % 16, 16 * h + 8 * (lane / 16)), af[t][h]);
+        }
       }
       muser_wgmma_fence();
       const uint32_t stage16 = b16 + s % XSTAGES * (B_VALUES * sizeof(H) / 16);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int t = 0; t < SUBS; ++t) {
 #pragma unroll
-        for (int q = 0; q < WARP_COLS / 64; ++q) {  // value 16 h of x row wm + 64 q: unswizzled, as wgmma addresses
-          muser_wgmma64(af[h], stage16 + ((wm + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16, acc + 32 * q, x);
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int q = 0; q < WARP_COLS / 64; ++q) {  // value 16 h of tile t's x row wm + 64 q: unswizzled, as wgmma addresses
+            muser_wgmma64(af[t][h], stage16 + ((t * XROWS + wm + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16,
+                          acc + 32 * q, x);
+          }
         }
       }
       muser_wgmma_commit();

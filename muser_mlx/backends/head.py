@@ -233,16 +233,17 @@ class TileBuffers(NamedTuple):
     """kernels/tile_mma.h's shared memory for a table and XROWS: CHUNK values of a row per copy of
     its bytes (256, or 256 bytes of a float format's values), RAW bytes per row and copy (the
     chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
-    boundary), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies
-    TILE_WGMMA_X_STAGES; fewer where a chunk is fewer steps),
-    SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x TILE_K
-    table values and XSTAGES of XROWS x TILE_K values of x, 2 bytes each, and for warpgroup
+    boundary), STEP_K values a step (:func:`tile_mma_step_k`), XSTAGES steps of x
+    (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies TILE_WGMMA_X_STAGES; fewer where a chunk is
+    fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of
+    TILE_ROWS x STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
     multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
     stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
     that reuses them (at least TILE_MIN_SHARED)."""
 
     chunk: int
     raw: int
+    step_k: int
     stages: int
     shared: int
 
@@ -251,15 +252,28 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     fmt = table.format
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
-    stages = min(tuning.TILE_WGMMA_X_STAGES if warpgroup else tuning.TILE_MMA_X_STAGES, chunk // TILE_K)
+    step_k = tile_mma_step_k(table, chunk, tile_mma_threads(xrows, warpgroup))
+    stages = min(tuning.TILE_WGMMA_X_STAGES if warpgroup else tuning.TILE_MMA_X_STAGES, chunk // step_k)
     # the value buffers, with warpgroups x's stages aligned and their bulk copies' barriers; or the output tile
     warpgroup_bytes = WGMMA_ALIGN + 8 * stages if warpgroup else 0
-    values = max(2 * (2 * TILE_ROWS + stages * xrows) * TILE_K + warpgroup_bytes, 2 * xrows * TILE_ROWS)
+    values = max(2 * (2 * TILE_ROWS + stages * xrows) * step_k + warpgroup_bytes, 2 * xrows * TILE_ROWS)
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
-    return TileBuffers(chunk, raw, stages, shared)
+    return TileBuffers(chunk, raw, step_k, stages, shared)
+
+
+def tile_mma_step_k(table: Table, chunk: int, threads: int) -> int:
+    """kernels/tile_mma.h's values a step (STEP_K): TILE_K, and two tiles of it where 512 threads
+    decode (:func:`tile_mma_threads`; 16 values each, not 8), tuning.TILE_WGMMA_WIDE_STEPS, and both
+    the row and a chunk are whole steps of two (a chunk at least two: x runs a step ahead): the
+    threads' fixed work a step (its barrier, the stages' indexes, the multiplies' issue, a decode's
+    addresses and scales) is then spread over twice the values (docs/performance.md, "Two groups
+    of x rows")."""
+    wide = 2 * TILE_K
+    fits = table.dims % wide == 0 and chunk % wide == 0 and chunk >= 2 * wide
+    return wide if tuning.TILE_WGMMA_WIDE_STEPS and threads > TILE_THREADS and fits else TILE_K
 
 
 def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Launch:
@@ -271,7 +285,7 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
     n = x_rows(x)
     warpgroup = tuning.tile_mma_warpgroup(n, warpgroups)
     xrows = tuning.tile_mma_xrows(n, warpgroup)
-    chunk, raw, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
+    chunk, raw, step_k, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     threads = tile_mma_threads(xrows, warpgroup)
     return Launch(
@@ -284,9 +298,10 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),
-            ("UNROLL", chunk // TILE_K if tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1),
+            ("UNROLL", chunk // step_k if tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1),
             ("WARPGROUP", int(warpgroup)),
             ("THREADS", threads),
+            ("STEP_K", step_k),
         ),
         grid=(groups * threads, 1, 1),
         threadgroup=(threads, 1, 1),

@@ -111,6 +111,9 @@ TILE_WGMMA_MAX_ROWS = 128
 TILE_WGMMA_TILED_FORMATS = frozenset({"F32"})
 TILE_WGMMA_XROWS = (64, 128, 256)
 TILE_WGMMA_X_STAGES = 3
+# Steps of two tiles of TILE_K values where the warpgroups' threadgroup is 512 threads (more than
+# 128 rows of x a threadgroup; backends/head.py: tile_mma_step_k) ("Two groups of x rows").
+TILE_WGMMA_WIDE_STEPS = True
 # The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL),
 # by rows of x per threadgroup, for the formats listed there: measured 3-16% faster for them at 64
 # rows, up to 46% slower for others, and 1.2-4.1x slower at 128 rows ("The step loop unrolled");
