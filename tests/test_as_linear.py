@@ -357,9 +357,10 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
     """kernels/tile_mma.h multiplied by warpgroups (WARPGROUP), CPU dialect: each warp's share of
     wgmma emulated with B read through the 64-byte swizzle of its shared addresses, so x's tiles
     as tile_at lays them out must be what wgmma reads. XROWS 64 (from one row, as tuning allows),
-    128 and 256, partial x tiles, a vocab off a multiple of 128 and of 8, x off a 16-byte boundary
-    (x_steps, its own array, is what the bulk copies read); F32's chunks of two steps leave fewer x
-    stages than the output tile of 256 rows needs. A bulk copy's bytes land only when a thread
+    128 and 256 (512 threads in two groups of x rows, steps of 64 values but for F32, whose chunk of
+    64 values is one such step), partial x tiles, a vocab off a multiple of 128 and of 8, x off a
+    16-byte boundary (x_steps, its own array, is what the bulk copies read); F32's chunks of two
+    steps leave fewer x stages than the output tile of 256 rows needs. A bulk copy's bytes land only when a thread
     waits on its stage's barrier (cpu_runtime.h: BulkCopies), so the test fails without the wait."""
     rng = np.random.default_rng(13)
     data = moderate(random_table_bytes(rng, qtype, 133, 256), qtype)
@@ -369,6 +370,8 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
             x = mx.array(rng.standard_normal((n, 256)).astype(np.float32)).astype(dtype)
             launch = head.tile_mma_launch(table, x, warpgroups=True)
             assert launch.define("WARPGROUP") == 1 and launch.define("XROWS") == {40: 64, 70: 128, 130: 256}[n]
+            assert launch.define("THREADS") == (512 if n == 130 else 256)
+            assert launch.define("STEP_K") == (64 if n == 130 and qtype != "F32" else 32)
             assert_close(cpu_tile_mma(table, x, warpgroups=True), x, W)
         x = mx.array(rng.standard_normal((1, 70, 256)).astype(np.float32)).astype(mx.float16)
         assert_close(cpu_tile_mma(table, x, offset=1, warpgroups=True), x, W)
@@ -377,9 +380,9 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
 def test_warpgroups_take_the_rows_measured(monkeypatch):
     """On a GPU with warpgroup multiplies (CUDA compute capability 9.0 alone) the tiled matrix
     multiply takes 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by warpgroups
-    (its XSTAGES TILE_WGMMA_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer
-    rows by warps as before, and more the tiled matmul; a GPU without them keeps the warps'
-    ranges."""
+    (to TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS values; its XSTAGES
+    TILE_WGMMA_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer rows by
+    warps as before, and more the tiled matmul; a GPU without them keeps the warps' ranges."""
     device = muser_mlx.backends.device
     monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
     for capability, has in (((9, 0), True), ((8, 0), False), ((10, 0), False), ((12, 1), False)):
@@ -392,9 +395,12 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
     monkeypatch.setattr(device, "cuda_group_shared", lambda: 227 << 10)
     monkeypatch.setattr(device, "cuda_warpgroups", lambda: True)
     rng = np.random.default_rng(7)
-    first, last = tuning.TILE_WGMMA_MIN_ROWS, tuning.TILE_WGMMA_MAX_ROWS
-    for qtype in ("Q4_K", "Q8_0", "Q6_K", "BF16"):  # in TILE_MMA_WIDE_FORMATS and not
-        table = Table.from_bytes(random_table_bytes(rng, qtype, 3, 256), qtype, 256)
+    first = tuning.TILE_WGMMA_MIN_ROWS
+    long_dims = tuning.TILE_WGMMA_LONG_DIMS
+    assert tuning.TILE_WGMMA_SHORT_MAX_ROWS < tuning.TILE_WGMMA_MAX_ROWS
+    for qtype, dims in (("Q4_K", 256), ("Q8_0", 256), ("Q6_K", long_dims), ("BF16", 256), ("Q4_K", long_dims)):
+        table = Table.from_bytes(random_table_bytes(rng, qtype, 3, dims), qtype, dims)
+        last = tuning.TILE_WGMMA_MAX_ROWS if dims >= long_dims else tuning.TILE_WGMMA_SHORT_MAX_ROWS
         for dtype in (mx.float16, mx.bfloat16):
             if qtype == "BF16" and dtype == mx.bfloat16:
                 continue  # MLX's matmul on its bytes
@@ -403,7 +409,8 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
                 launch = head.tile_mma_launch(table, mx.zeros((n, 256), dtype), warpgroups=True)
                 assert launch.define("WARPGROUP") == int(warpgroup), (qtype, n)
                 if warpgroup:
-                    assert launch.define("XSTAGES") == min(tuning.TILE_WGMMA_X_STAGES, launch.define("CHUNK") // 32)
+                    steps = launch.define("CHUNK") // launch.define("STEP_K")
+                    assert launch.define("XSTAGES") == min(tuning.TILE_WGMMA_X_STAGES, steps)
             assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
     f32 = Table.from_bytes(random_table_bytes(rng, "F32", 3, 256), "F32", 256)
     assert head.choose(f32, tuning.TILE_MMA_MAX_ROWS, mx.float16, "cuda") == "tile_mma"
@@ -480,7 +487,7 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(q5_0, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
         assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == ("float_matmul" if same else above)
         for table in (q4k, f16):  # Q4_K one of TILE_MMA_WIDE_FORMATS, F16 not
-            last = tuning.tile_mma_max_rows(table.qtype)
+            last = tuning.tile_mma_max_rows(table.qtype, table.dims)
             matmul = same and table is f16
             assert head.choose(table, last, dtype, "cuda") == ("float_matmul" if matmul else above)
             assert head.choose(table, last + 1, dtype, "cuda") == ("float_matmul" if matmul else "tiled")
@@ -509,7 +516,7 @@ def test_which_head_kernel(monkeypatch):
         <= tuning.MMA_MAX_ROWS
         < tuning.tile_mma_min_rows("Q5_0")
     )
-    assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K")
+    assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K", 256)
     odd = Table.from_bytes(random_table_bytes(rng, "BF16", 3, 48), "BF16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
     with pytest.raises(ValueError, match="float16 or bfloat16 x"):

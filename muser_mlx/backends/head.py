@@ -81,8 +81,8 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
 
 def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, warpgroups: bool = False) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format (to TILE_WGMMA_MAX_ROWS for most where the device
-    has warpgroup multiplies, ``warpgroups``), dims in whole steps of TILE_K values, a grid of at
+    rows within tuning's range for its format and row length (tuning.tile_mma_max_rows; further
+    where the device has warpgroup multiplies, ``warpgroups``), dims in whole steps of TILE_K values, a grid of at
     most MAX_THREADS threads (one threadgroup per output tile, no grid stride) and threadgroups
     whose buffers the device's shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB
     do not hold Q8_0's, F16's and BF16's). The shared copy of an IQ grid (format_iq_grid.h, at
@@ -91,7 +91,7 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
         dtype in TILE_MMA_DTYPES
-        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype, warpgroups)
+        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype, table.dims, warpgroups)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * tile_mma_threads(xrows, warpgroup) <= MAX_THREADS
         and tile_mma_buffers(table, xrows, warpgroup).shared <= group_shared

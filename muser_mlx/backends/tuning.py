@@ -101,13 +101,17 @@ TILE_MMA_WIDE_FORMATS = frozenset(
 TILE_MMA_XROWS = (32, 64, 128)
 # The warpgroup form of the tiled matrix multiply (kernels/tile_mma.h's WARPGROUP: wgmma, CUDA
 # compute capability 9.0) for float16 and bfloat16 x from TILE_WGMMA_MIN_ROWS to
-# TILE_WGMMA_MAX_ROWS rows, every format but those of TILE_WGMMA_TILED_FORMATS, where it was
-# measured faster than the warps' form and than the tiled matmul (below 65 rows the warps' form
-# is as fast or faster; beyond 128 rows the tiled matmul; F32's tiled matmul at 128 rows); rows
-# of x per threadgroup: the first of TILE_WGMMA_XROWS that holds x's rows, else the last;
-# TILE_WGMMA_X_STAGES steps of x in shared memory ("Warpgroup matrix multiplies").
+# TILE_WGMMA_MAX_ROWS rows (TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS
+# values), every format but those of TILE_WGMMA_TILED_FORMATS, where it was measured faster than
+# the warps' form and than the tiled matmul (below 65 rows the warps' form is as fast or faster;
+# beyond 256 rows, and beyond 128 at Gemma 3 270M's 640 values a row, the tiled matmul; F32's
+# tiled matmul at 128 rows); rows of x per threadgroup: the first of TILE_WGMMA_XROWS that holds
+# x's rows, else the last; TILE_WGMMA_X_STAGES steps of x in shared memory ("Warpgroup matrix
+# multiplies", "Two groups of x rows").
 TILE_WGMMA_MIN_ROWS = 65
-TILE_WGMMA_MAX_ROWS = 128
+TILE_WGMMA_MAX_ROWS = 256
+TILE_WGMMA_LONG_DIMS = 2048
+TILE_WGMMA_SHORT_MAX_ROWS = 128
 TILE_WGMMA_TILED_FORMATS = frozenset({"F32"})
 TILE_WGMMA_XROWS = (64, 128, 256)
 TILE_WGMMA_X_STAGES = 3
@@ -224,12 +228,15 @@ def tile_mma_min_rows(qtype: str) -> int:
     return MMA_MAX_ROWS + 1 if qtype in MMA_KEPT_FORMATS else TILE_MMA_MIN_ROWS
 
 
-def tile_mma_max_rows(qtype: str, warpgroups: bool = False) -> int:
-    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table (``warpgroups``: on a
-    device with warpgroup multiplies, which take the formats not in TILE_WGMMA_TILED_FORMATS to
-    TILE_WGMMA_MAX_ROWS)."""
+def tile_mma_max_rows(qtype: str, dims: int, warpgroups: bool = False) -> int:
+    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table of ``dims`` values a row
+    (``warpgroups``: on a device with warpgroup multiplies, which take the formats not in
+    TILE_WGMMA_TILED_FORMATS to TILE_WGMMA_MAX_ROWS, or to TILE_WGMMA_SHORT_MAX_ROWS for rows of
+    fewer than TILE_WGMMA_LONG_DIMS values)."""
     warps = TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
-    return max(warps, TILE_WGMMA_MAX_ROWS) if warpgroups and qtype not in TILE_WGMMA_TILED_FORMATS else warps
+    if not warpgroups or qtype in TILE_WGMMA_TILED_FORMATS:
+        return warps
+    return max(warps, TILE_WGMMA_MAX_ROWS if dims >= TILE_WGMMA_LONG_DIMS else TILE_WGMMA_SHORT_MAX_ROWS)
 
 
 def tile_mma_warpgroup(n: int, warpgroups: bool) -> bool:
