@@ -3,25 +3,27 @@
 // into shared memory, so each table byte is read once per XROWS rows of x (mma.h reads it once per
 // 16 and the tiled path writes and reads a float copy of it).
 //
-// A threadgroup of tile_threads (256: 8 warps) makes the output tile of tile_rows (128) table rows
-// r0 .. by XROWS (32, 64, 128, or with WARPGROUP 256) rows of x m0 .. ; threadgroup b takes x tile
-// b % x_tiles of table tile b / x_tiles, so the threadgroups that read one table tile run side by
-// side and share it in L2.
+// A threadgroup of THREADS (tile_threads, 256: 8 warps; with WARPGROUP and XROWS 256, 512) makes
+// the output tile of tile_rows (128) table rows r0 .. by XROWS (32, 64, 128, or with WARPGROUP 256)
+// rows of x m0 .. ; threadgroup b takes x tile b % x_tiles of table tile b / x_tiles, so the
+// threadgroups that read one table tile run side by side and share it in L2.
 // The table rows' bytes come into shared memory a CHUNK of values (256, or 256 bytes of a float
 // format) at a time by asynchronous copies (muser_copy16_async), a chunk ahead of their use, each
-// row by the two threads that decode it, each byte at its table address's offset mod 16, so the
-// decoders' loads keep the widths the table's alignment gives them. x comes the same way, a step
-// of XROWS x tile_k (32) values at a time, into a ring of XSTAGES steps, AHEAD = XSTAGES - 1 steps
-// before the step that multiplies it (through registers where x is off a 16-byte boundary). Per
-// step every thread decodes 16 values of one row from its chunk (decode_h: the gather's float32
-// values, rounded to H as the gather into H rounds them, so the products are those of the tiled
-// path's matmul) into the value buffer the step after reads; warp w multiplies table rows
-// 32 (w % 4) .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16
+// row by the DECODERS threads that decode it, each byte at its table address's offset mod 16, so
+// the decoders' loads keep the widths the table's alignment gives them. x comes the same way, a
+// step of XROWS x STEP_K values at a time (STEP_K: tile_k (32), or 64 at 512 threads, two tiles of
+// 32), into a ring of XSTAGES steps, AHEAD = XSTAGES - 1 steps before the step that multiplies it
+// (through registers where x is off a 16-byte boundary). Per step every thread decodes DECODE_N
+// (16, or 8 at 512 threads and STEP_K 32) values of one row from its chunk (decode_h: the
+// gather's float32 values, rounded to H as the gather into H rounds them, so the products are
+// those of the tiled path's matmul) into the value buffer the step after reads; warp w multiplies
+// table rows 32 (w % 4) .. + 31 by x rows XROWS / 2 * (w / 4) .. of the buffer before, 2 x XROWS / 16
 // m16n8k16 multiplies (muser_mma, float32 accumulation) per 16 values, their fragments read by
-// muser_ldmatrix4. WARPGROUP (CUDA compute capability 9.0): warpgroup w / 4 multiplies table rows
-// 64 (w / 4) .. + 63 by all XROWS x rows instead, XROWS / 64 m64n64k16 wgmma per 16 values
-// (muser_wgmma64), the table's values as register fragments (ldmatrix), x read by the matrix unit
-// from its stage, whose tile_at layout is wgmma's 64-byte swizzle (the stages start 512-byte
+// muser_ldmatrix4. WARPGROUP (CUDA compute capability 9.0): warpgroup g = w / 4 multiplies table
+// rows 64 (g % 2) .. + 63 by x rows WARP_COLS (g / 2) .. instead (WARP_COLS: XROWS, or 128 of
+// XROWS 256 at 512 threads), WARP_COLS / 64 m64n64k16 wgmma per 16 values (muser_wgmma64), the
+// table's values as register fragments (ldmatrix), x read by the matrix unit from its stage,
+// whose tile_at layout is wgmma's 64-byte swizzle (the stages start 512-byte
 // aligned); issued before the decode of the next step and waited for after it, so the threads
 // decode while the matrix unit multiplies. Its x comes from x_steps, x laid out a step at a time
 // in the stages' order (backends/head.py: x_steps), each step by one bulk copy of one thread,
@@ -34,8 +36,8 @@
 // decoders write, meet 8 distinct groups of 4 banks. The output tile's rows of 128 values put
 // chunk c of row m at c ^ (m % 8) (out_at), so a fragment's 4 rows of x meet distinct banks.
 // Table rows past VOCAB decode the last row, stored nowhere; x rows past n are zeros, stored
-// nowhere. DIMS is a multiple of tile_k (backends/head.py chooses this kernel only then).
-// UNROLL: steps per pass of the step loop as compiled, 1 or a chunk's (CHUNK / tile_k), where each
+// nowhere. DIMS is a multiple of STEP_K (backends/head.py chooses this kernel only then).
+// UNROLL: steps per pass of the step loop as compiled, 1 or a chunk's (CHUNK / STEP_K), where each
 // step's buffer indexes and decode offsets become constants (backends/tuning.py: tile_mma_unrolled,
 // measured faster for some formats at XROWS 64, slower for the others and at XROWS 128).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
@@ -215,7 +217,8 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
   // The warp's first table row and x row: mma, 32 table rows by XROWS / 2 x rows; wgmma, warpgroup
   // g = warp / 4 multiplies table rows 64 (g % 2) .. by x rows WARP_COLS (g / 2) .., warp w of it
   // holding 16 table rows.
-  const uint32_t wr = WARPGROUP ? warp % 8 * 16 : warp % 4 * 32, wm = (WARPGROUP ? warp / 8 : warp / 4) * WARP_COLS;
+  const uint32_t wr = WARPGROUP ? warp % 8 * 16 : warp % 4 * 32;
+  const uint32_t wm = (WARPGROUP ? warp / 8 : warp / 4) * WARP_COLS;
   float acc[ACC];
   for (int i = 0; i < ACC; ++i) {
     acc[i] = 0.0f;
@@ -239,7 +242,8 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
-          for (int q = 0; q < WARP_COLS / 64; ++q) {  // value 16 h of tile t's x row wm + 64 q: unswizzled, as wgmma addresses
+          // value 16 h of tile t's x row wm + 64 q: unswizzled, as wgmma addresses
+          for (int q = 0; q < WARP_COLS / 64; ++q) {
             muser_wgmma64(af[t][h], stage16 + ((t * XROWS + wm + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16,
                           acc + 32 * q, x);
           }

@@ -359,7 +359,20 @@ def cpu_tile_mma(table, x: mx.array, offset: int = 0, warpgroups: bool = False) 
     buffer[offset:] = x_host
     steps = _host(x_steps(x, launch.define("XROWS"))) if launch.define("WARPGROUP") else None
     h_type = C_TYPES[x.dtype][0]
-    args = _template_args(launch, "DIMS", "VOCAB", "XROWS", "XSTAGES", "CHUNK", "RAW", "SHARED", "UNROLL", "WARPGROUP", "THREADS", "STEP_K")
+    args = _template_args(
+        launch,
+        "DIMS",
+        "VOCAB",
+        "XROWS",
+        "XSTAGES",
+        "CHUNK",
+        "RAW",
+        "SHARED",
+        "UNROLL",
+        "WARPGROUP",
+        "THREADS",
+        "STEP_K",
+    )
     call = f"muser::tile_mma<{args}>((const uint8_t*)table, (const {h_type}*)x, (const {h_type}*)x_steps, n, ({h_type}*)out, group, t)"
     lib = _cpu_lib("tile_mma.h", _TILE_MMA_RUN.format(call=call))
     out = np.empty(launch.output_shape, C_TYPES[x.dtype][1])

@@ -68,4 +68,9 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         assert spills and all(s == ("0", "0") for s in spills), (qtype, rows, dtype, report[-2000:])
         registers = [int(r) for r in re.findall(r"Used (\d+) registers", report)]
         threads = launch.threadgroup[0]
-        assert registers and all(-(-r // 8) * 8 * threads <= 65536 for r in registers), (qtype, rows, threads, registers)
+        assert registers and all(-(-r // 8) * 8 * threads <= 65536 for r in registers), (
+            qtype,
+            rows,
+            threads,
+            registers,
+        )

@@ -91,7 +91,9 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
         dtype in TILE_MMA_DTYPES
-        and tuning.tile_mma_min_rows(table.qtype) <= rows <= tuning.tile_mma_max_rows(table.qtype, table.dims, warpgroups)
+        and tuning.tile_mma_min_rows(table.qtype)
+        <= rows
+        <= tuning.tile_mma_max_rows(table.qtype, table.dims, warpgroups)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * tile_mma_threads(xrows, warpgroup) <= MAX_THREADS
         and tile_mma_buffers(table, xrows, warpgroup).shared <= group_shared
