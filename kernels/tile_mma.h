@@ -66,10 +66,10 @@ MUSER_FN uint32_t tile_at(uint32_t q, uint32_t k) { return q * tile_k + ((k / 8)
 // output tile of rows of tile_rows values.
 MUSER_FN uint32_t out_at(uint32_t m, uint32_t r) { return m * tile_rows + ((r / 8) ^ (m % 8)) * 8 + r % 8; }
 
-// Values i .. i + N - 1 (N = 8 or 16) of a row as H, the gather's float32 values rounded to nearest even, value k
-// in half k % 2 of w[k / 2]. Where they are a float16 times a level (formats.h: half_scale) and the
-// dialect multiplies float16 numbers (muser_half_products: CUDA, float16 x), in float16
-// arithmetic: the same values in fewer instructions.
+// Values i .. i + N - 1 (N = 8 or 16) of a row as H, the gather's float32 values rounded to
+// nearest even, value k in half k % 2 of w[k / 2]. Where they are a float16 times a level
+// (formats.h: half_scale) and the dialect multiplies float16 numbers (muser_half_products: CUDA,
+// float16 x), in float16 arithmetic: the same values in fewer instructions.
 template <typename F, typename H, int N, typename P>
 MUSER_FN void decode_h(P row, uint32_t i, uint32_t* w) {
   if constexpr (F::half_scale && muser_half_products<H>::exact) {

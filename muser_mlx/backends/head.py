@@ -398,10 +398,11 @@ def tile_mma(table: Table, x: mx.array, backend: str) -> mx.array:
 
 
 def x_steps(x: mx.array, xrows: int) -> mx.array:
-    """x ``[..., dims]`` as kernels/tile_mma.h's warpgroups copy it, one step of XROWS x TILE_K
-    values at a time: ``[x_tiles, dims / TILE_K, xrows, TILE_K]`` in x's dtype, step s of x tile t
-    rows ``t xrows ..`` of x (zeros past its rows), values ``s TILE_K ..``, each row's four 16-byte
-    chunks where the kernel's stages keep them (tile_at: chunk c of row q at c ^ (q / 2 % 4))."""
+    """x ``[..., dims]`` as kernels/tile_mma.h's warpgroups copy it, a step (one tile of XROWS x
+    TILE_K values, or two next to each other: STEP_K) at a time: ``[x_tiles, dims / TILE_K, xrows,
+    TILE_K]`` in x's dtype, tile s of x tile t rows ``t xrows ..`` of x (zeros past its rows),
+    values ``s TILE_K ..``, each row's four 16-byte chunks where the kernel's stages keep them
+    (tile_at: chunk c of row q at c ^ (q / 2 % 4))."""
     dims = x.shape[-1]
     n = x.size // dims
     tiles = -(-n // xrows)
