@@ -1,9 +1,9 @@
 """Instructions per value of the CUDA LM head at one row, counted in the machine code, no GPU
 needed: kernels/bytedot.h as backends/head.py launches it for one row of float16 x (its layout of
 tuning.bytedot_layout) at Muse Glimmer's shape (the table a lazy array of zeros, never made),
-compiled by nvcc for sm_90 as MLX's NVRTC compiles the header for an H100 or H200, disassembled
-by cuobjdump, and its longest loop (a lane's step: VROWS table rows by RUNS runs of 16 values)
-counted. A count, not a time; results/heads_one_row_gpu.md has the times, and
+compiled by nvcc for sm_90 as MLX's NVRTC compiles the header for an H100 or H200
+(backends/source.py: DeviceKernel.translation_unit), disassembled by cuobjdump, and its longest
+loop (a lane's step: VROWS table rows by RUNS runs of 16 values) counted. A count, not a time; results/heads_one_row_gpu.md has the times, and
 docs/performance.md ("What bounds the heads") sets the two side by side.
 
 Needs nvcc and cuobjdump on PATH (cuobjdump: CUDA's toolkit, or PyPI's nvidia-cuda-cuobjdump).
@@ -28,20 +28,13 @@ from muser_mlx.backends import device, head
 
 from common import GLIMMER, markdown, save
 
-SIGNATURE = (
-    'extern "C" __global__ void k(const uint64_t* table, const uint32_t* x, const int32_t* x_shape, int x_ndim, '
-    "__half* out) {"
-)  # MLX's kernel signature for bytedot.cu's inputs (the table's words, x's run records) and out
+C_TYPES = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}  # the table's words, x's run records, out
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
 def machine_code(launch, workdir: Path) -> list[tuple[int, str]]:
     """(address, instruction) of kernels/bytedot.h compiled for ``launch``."""
-    kernel = device.CUDA.bytedot_kernel
-    source = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
-    source += [launch.define_lines()]
-    source += [SIGNATURE, kernel.body(), "}"]
-    (workdir / "k.cu").write_text("\n".join(source))
+    (workdir / "k.cu").write_text(device.CUDA.bytedot_kernel.translation_unit(launch, C_TYPES))
     subprocess.run(
         ["nvcc", "-gencode", "arch=compute_90,code=sm_90", "-cubin", "-o", workdir / "k.cubin", workdir / "k.cu"],
         check=True,

@@ -21,19 +21,12 @@ pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) 
 
 def ptxas_report(launch, dtype: str, tmp_path) -> str:
     """ptxas's resource report for ``launch`` of kernels/tile_mma.h with x of C type ``dtype``:
-    the header MLX compiles (backends/source.py), the launch's defines, and the kernel body in a
-    signature of the inputs MLX passes (the table's words, x, x's shape and ndim, x_steps, out)."""
+    the kernel as MLX compiles it (backends/source.py: DeviceKernel.translation_unit)."""
     kernel = device.CUDA.tile_mma_kernel
-    lines = ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", kernel.header(launch.format)]
-    lines += [launch.define_lines()]
-    lines += [
-        f'extern "C" __global__ void k(const uint64_t* table, const {dtype}* x, const int32_t* x_shape, int x_ndim, '
-        f"const {dtype}* x_steps, {dtype}* out) {{",
-        kernel.body(),
-        "}",
-    ]
     source = tmp_path / "tile_mma.cu"
-    source.write_text("\n".join(lines))
+    source.write_text(
+        kernel.translation_unit(launch, {"table": "uint64_t", "x": dtype, "x_steps": dtype, "out": dtype})
+    )
     done = subprocess.run(
         [NVCC, "-gencode", "arch=compute_90a,code=sm_90a", "-c", "-o", str(tmp_path / "k.o"), "-Xptxas", "-v", source],
         capture_output=True,

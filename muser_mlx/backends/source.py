@@ -189,6 +189,23 @@ class DeviceKernel:
             kernel = self._kernels[key] = self._build(launch, list(dtypes))
         return kernel
 
+    def translation_unit(self, launch: Launch, c_types: dict[str, str]) -> str:
+        """The CUDA kernel as a file nvcc compiles without MLX (for ptxas's reports and the machine
+        code: tests/test_cuda_compile.py, benchmarks/sass_counts.py): the standard headers, the
+        header MLX gets as text, the launch's constants, and the body in a signature as MLX's
+        CUDA backend generates it, an input's ``_shape`` and ``_ndim`` where the body reads them
+        (as ``int32_t*`` and ``int``); ``c_types``: each input's and output's C type by name."""
+        body, params = self.body(), []
+        for name in self.inputs:
+            params.append(f"const {c_types[name]}* {name}")
+            params += [f"const int32_t* {name}_shape"] if f"{name}_shape" in body else []
+            params += [f"int {name}_ndim"] if f"{name}_ndim" in body else []
+        params += [f"{c_types[name]}* {name}" for name in self.outputs]
+        return "\n".join(
+            ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", self.header(launch.format)]
+            + [launch.define_lines(), f'extern "C" __global__ void k({", ".join(params)}) {{', body, "}"]
+        )
+
     def _build(self, launch: Launch, dtypes: list[mx.Dtype]):
         for name, value in launch.defines:
             if not _DEFINE.fullmatch(name) or type(value) is not int:
