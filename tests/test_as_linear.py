@@ -406,7 +406,7 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
                 continue  # MLX's matmul on its bytes
             for n, warpgroup in ((first - 1, False), (first, True), (last, True)):
                 assert head.choose(table, n, dtype, "cuda") == "tile_mma", (qtype, n)
-                launch = head.tile_mma_launch(table, mx.zeros((n, 256), dtype), warpgroups=True)
+                launch = head.tile_mma_launch(table, mx.zeros((n, dims), dtype), warpgroups=True)
                 assert launch.define("WARPGROUP") == int(warpgroup), (qtype, n)
                 if warpgroup:
                     steps = launch.define("CHUNK") // launch.define("STEP_K")
