@@ -11,13 +11,17 @@
 
 namespace muser {
 
-// Trit k of each byte of w, as bytes (0, 1 or 2). Two bytes at a time in 16-bit lanes: b * 3^k
-// (at most 255 * 81) and its low byte times 3 (at most 765) stay inside a lane.
-MUSER_FN uint32_t trits(uint32_t w, uint32_t k) {
-  const uint32_t power = k < 4 ? (0x1B090301u >> (8 * k)) & 255u : 81u;  // 3^k mod 256: 1, 3, 9, 27, 81
+// 3^k for k <= 4: 1, 3, 9, 27, 81.
+MUSER_FN uint32_t pow3(uint32_t k) { return k < 4 ? (0x1B090301u >> (8 * k)) & 255u : 81u; }
+
+// The trit of each byte of w that power = 3^k picks (trit k), as bytes (0, 1 or 2). Two bytes at a
+// time in 16-bit lanes: b * 3^k (at most 255 * 81) and its low byte times 3 (at most 765) stay
+// inside a lane, the trit in the lane's high byte (the prelude's muser_odd_bytes and
+// muser_lane_high_bytes: byte permutes on CUDA).
+MUSER_FN uint32_t trits(uint32_t w, uint32_t power) {
   const uint32_t even = (((w & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
-  const uint32_t odd = ((((w >> 8) & 0x00FF00FFu) * power) & 0x00FF00FFu) * 3u;
-  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
+  const uint32_t odd = ((muser_odd_bytes(w) * power) & 0x00FF00FFu) * 3u;
+  return muser_lane_high_bytes(even, odd);
 }
 
 template <>
@@ -39,9 +43,9 @@ struct Format<ggml::TQ1_0> : ByteLevels<Format<ggml::TQ1_0>> {
     const uint32_t at = in_qh ? qh_at + h % 4 - QH_BEFORE : qs_at + (wide ? r % 32 : narrow_at + r % 16);
     const uint32_t t = in_qh ? h / 4 : wide ? r / 32 : r / 16;
     bytes_at<N, 2, UNIFORM>(block + at, w);
-    const uint32_t qh = w[QH_WORD];
+    const uint32_t qh = w[QH_WORD], power = pow3(t);  // word k of qh's: trit t + k, 3^t 3^k
     for (int k = 0; k < (N + 3) / 4; ++k) {
-      w[k] = trits(in_qh ? qh : w[k], in_qh ? t + k : t);
+      w[k] = trits(in_qh ? qh : w[k], in_qh ? power * pow3(k) : power);
     }
     return Affine{f16_at(block + d_at), 0.0f};
   }

@@ -20,8 +20,9 @@
 // Inf from exponent 253, as in ggml), so decode is bit-identical to ggml's float32 dequantization
 // whatever the order or FMA contraction. Q4_1's and Q5_1's offset is -m: d * q - (-m) = d * q + m.
 // Needs from the prelude: MUSER_FN, MUSER_LOCAL, muser_f16_bits_to_float, muser_f32_bits_to_float,
-// muser_mantissa_byte, muser_load_words, muser_load_words_at2, muser_load_words_at1, muser_load_u16 (and, where it
-// defines MUSER_BYTE_LEVELS, muser_byte_levels; format_value_tables.h: MUSER_TABLE_BYTES,
+// muser_mantissa_byte, muser_odd_bytes, muser_lane_high_bytes (format_tq1_0.h), muser_load_words,
+// muser_load_words_at2, muser_load_words_at1, muser_load_u16 (and, where it defines
+// MUSER_BYTE_LEVELS, muser_byte_levels; format_value_tables.h: MUSER_TABLE_BYTES,
 // muser_table_bytes; format_f16.h: MUSER_F16_FLOATS, muser_f16_floats).
 #pragma once
 #include "ggml_types.h"

@@ -32,6 +32,11 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
 }
 
 inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
+// As prelude_cuda.h's, by shifts and masks.
+inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
+inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
+  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
+}
 
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).
 template <int W>

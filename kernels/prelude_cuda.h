@@ -17,6 +17,10 @@ MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const 
 
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
+// Bytes 1 and 3 of w as bytes 0 and 2 of 16-bit lanes (formats.h: trits), and byte 1 of each
+// 16-bit lane of even and odd as bytes 0, 2 and 1, 3: one byte permute each.
+MUSER_FN uint32_t muser_odd_bytes(uint32_t w) { return __byte_perm(w, 0u, 0x4341u); }
+MUSER_FN uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) { return __byte_perm(even, odd, 0x7351u); }
 
 // A table row of whole 4-byte words, as its start and a byte offset into it (bytedot.h's rows
 // where a format's blocks are not whole words): where a load lies off a word boundary is then a

@@ -10,6 +10,11 @@ using namespace metal;
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
 inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }
 inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
+// As prelude_cuda.h's, by shifts and masks.
+inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
+inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
+  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
+}
 
 // The table's bytes from the words the gather is given (backends/gather.py, table_words).
 template <typename T>
