@@ -38,8 +38,9 @@
 // Table rows past VOCAB decode the last row, stored nowhere; x rows past n are zeros, stored
 // nowhere. DIMS is a multiple of STEP_K (backends/head.py chooses this kernel only then).
 // UNROLL: steps per pass of the step loop as compiled, 1 or a chunk's (CHUNK / STEP_K), where each
-// step's buffer indexes and decode offsets become constants (backends/tuning.py: tile_mma_unrolled,
-// measured faster for some formats at XROWS 64, slower for the others and at XROWS 128).
+// step's buffer indexes and decode offsets become constants, and with XSTAGES a power of two the
+// stages' too (backends/head.py: tile_mma_unroll; measured faster for some formats at XROWS 64,
+// slower for the others and at XROWS 128, faster for most at 512 threads).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
 // muser_half_products, and for WARPGROUP muser_shared_offset, muser_wgmma64, muser_wgmma_fence,

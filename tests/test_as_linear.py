@@ -380,8 +380,9 @@ def test_cpu_tile_mma_by_warpgroups(qtype):
 def test_warpgroups_take_the_rows_measured(monkeypatch):
     """On a GPU with warpgroup multiplies (CUDA compute capability 9.0 alone) the tiled matrix
     multiply takes 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by warpgroups
-    (to TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS values; its XSTAGES
-    TILE_WGMMA_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer rows by
+    (to TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS values, to
+    TILE_WGMMA_MID_MAX_ROWS for TILE_WGMMA_MID_FORMATS; its XSTAGES
+    TILE_WGMMA_X_STAGES, or where 512 threads unroll the loop TILE_WGMMA_UNROLLED_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer rows by
     warps as before, and more the tiled matmul; a GPU without them keeps the warps' ranges."""
     device = muser_mlx.backends.device
     monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
@@ -398,9 +399,22 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
     first = tuning.TILE_WGMMA_MIN_ROWS
     long_dims = tuning.TILE_WGMMA_LONG_DIMS
     assert tuning.TILE_WGMMA_SHORT_MAX_ROWS < tuning.TILE_WGMMA_MAX_ROWS
-    for qtype, dims in (("Q4_K", 256), ("Q8_0", 256), ("Q6_K", long_dims), ("BF16", 256), ("Q4_K", long_dims)):
+    assert tuning.TILE_WGMMA_MID_MAX_ROWS < tuning.TILE_WGMMA_MAX_ROWS
+    cases = (
+        ("Q4_K", 256),
+        ("Q8_0", 256),
+        ("Q6_K", long_dims),
+        ("BF16", 256),
+        ("Q4_K", long_dims),
+        ("IQ3_S", long_dims),
+    )
+    for qtype, dims in cases:
         table = Table.from_bytes(random_table_bytes(rng, qtype, 3, dims), qtype, dims)
-        last = tuning.TILE_WGMMA_MAX_ROWS if dims >= long_dims else tuning.TILE_WGMMA_SHORT_MAX_ROWS
+        if dims < long_dims:
+            last = tuning.TILE_WGMMA_SHORT_MAX_ROWS
+        else:
+            mid = qtype in tuning.TILE_WGMMA_MID_FORMATS
+            last = tuning.TILE_WGMMA_MID_MAX_ROWS if mid else tuning.TILE_WGMMA_MAX_ROWS
         for dtype in (mx.float16, mx.bfloat16):
             if qtype == "BF16" and dtype == mx.bfloat16:
                 continue  # MLX's matmul on its bytes
@@ -408,9 +422,13 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
                 assert head.choose(table, n, dtype, "cuda") == "tile_mma", (qtype, n)
                 launch = head.tile_mma_launch(table, mx.zeros((n, dims), dtype), warpgroups=True)
                 assert launch.define("WARPGROUP") == int(warpgroup), (qtype, n)
-                if warpgroup:
+                if warpgroup:  # unrolled, with a power of two of stages, in the 512-thread form
                     steps = launch.define("CHUNK") // launch.define("STEP_K")
-                    assert launch.define("XSTAGES") == min(tuning.TILE_WGMMA_X_STAGES, steps)
+                    whole = dims // launch.define("STEP_K") % steps == 0
+                    unrolled = launch.define("THREADS") == 512 and whole and qtype in tuning.TILE_WGMMA_UNROLLED
+                    stages = tuning.TILE_WGMMA_UNROLLED_X_STAGES if unrolled else tuning.TILE_WGMMA_X_STAGES
+                    assert launch.define("XSTAGES") == min(stages, steps), (qtype, n)
+                    assert launch.define("UNROLL") == (steps if unrolled else 1), (qtype, n)
             assert head.choose(table, last + 1, dtype, "cuda") == "tiled"
     f32 = Table.from_bytes(random_table_bytes(rng, "F32", 3, 256), "F32", 256)
     assert head.choose(f32, tuning.TILE_MMA_MAX_ROWS, mx.float16, "cuda") == "tile_mma"

@@ -237,8 +237,8 @@ class TileBuffers(NamedTuple):
     its bytes (256, or 256 bytes of a float format's values), RAW bytes per row and copy (the
     chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
     boundary), STEP_K values a step (:func:`tile_mma_step_k`), XSTAGES steps of x
-    (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies TILE_WGMMA_X_STAGES; fewer where a chunk is
-    fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of
+    (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies TILE_WGMMA_X_STAGES, or
+    TILE_WGMMA_UNROLLED_X_STAGES where their loop is unrolled; fewer where a chunk is fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of
     TILE_ROWS x STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
     multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
     stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
@@ -256,7 +256,13 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
     step_k = tile_mma_step_k(table, chunk, tile_mma_threads(xrows, warpgroup))
-    stages = min(tuning.TILE_WGMMA_X_STAGES if warpgroup else tuning.TILE_MMA_X_STAGES, chunk // step_k)
+    if not warpgroup:
+        stages = tuning.TILE_MMA_X_STAGES
+    elif tile_mma_unroll(table, xrows, warpgroup, chunk, step_k) > 1:
+        stages = tuning.TILE_WGMMA_UNROLLED_X_STAGES
+    else:
+        stages = tuning.TILE_WGMMA_X_STAGES
+    stages = min(stages, chunk // step_k)
     # the value buffers, with warpgroups x's stages aligned and their bulk copies' barriers; or the output tile
     warpgroup_bytes = WGMMA_ALIGN + 8 * stages if warpgroup else 0
     values = max(2 * (2 * TILE_ROWS + stages * xrows) * step_k + warpgroup_bytes, 2 * xrows * TILE_ROWS)
@@ -265,6 +271,16 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     # which the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, step_k, stages, shared)
+
+
+def tile_mma_unroll(table: Table, xrows: int, warpgroup: bool, chunk: int, step_k: int) -> int:
+    """kernels/tile_mma.h's UNROLL: a chunk's steps where tuning.tile_mma_unrolled says so, else 1;
+    with warpgroups only where the row is whole chunks of steps. A loop that ends mid-pass takes
+    registers for its remainder past the 128 a thread that 512 threads may have (Q4_0 at 640
+    values: 137, nvcc 13.0), and a launch over them fails."""
+    steps = chunk // step_k
+    whole = not warpgroup or table.dims // step_k % steps == 0
+    return steps if whole and tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1
 
 
 def tile_mma_step_k(table: Table, chunk: int, threads: int) -> int:
@@ -283,8 +299,8 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
     """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
     rows of x (tuning.tile_mma_xrows), multiplied by warpgroups where the device has them
     (``warpgroups``) and tuning.tile_mma_warpgroup says so, out ``[..., vocab]``, its shared
-    memory as :func:`tile_mma_buffers` lays it out, its step loop unrolled by a chunk's steps
-    where tuning.tile_mma_unrolled says so."""
+    memory as :func:`tile_mma_buffers` lays it out, its step loop unrolled as
+    :func:`tile_mma_unroll` says."""
     n = x_rows(x)
     warpgroup = tuning.tile_mma_warpgroup(n, warpgroups)
     xrows = tuning.tile_mma_xrows(n, warpgroup)
@@ -301,7 +317,7 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),
-            ("UNROLL", chunk // step_k if tuning.tile_mma_unrolled(table.qtype, xrows, warpgroup) else 1),
+            ("UNROLL", tile_mma_unroll(table, xrows, warpgroup, chunk, step_k)),
             ("WARPGROUP", int(warpgroup)),
             ("THREADS", threads),
             ("STEP_K", step_k),

@@ -102,22 +102,36 @@ TILE_MMA_XROWS = (32, 64, 128)
 # The warpgroup form of the tiled matrix multiply (kernels/tile_mma.h's WARPGROUP: wgmma, CUDA
 # compute capability 9.0) for float16 and bfloat16 x from TILE_WGMMA_MIN_ROWS to
 # TILE_WGMMA_MAX_ROWS rows (TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS
-# values), every format but those of TILE_WGMMA_TILED_FORMATS, where it was measured faster than
-# the warps' form and than the tiled matmul (below 65 rows the warps' form is as fast or faster;
-# beyond 256 rows, and beyond 128 at Gemma 3 270M's 640 values a row, the tiled matmul; F32's
+# values, TILE_WGMMA_MID_MAX_ROWS for the formats of TILE_WGMMA_MID_FORMATS), every format but
+# those of TILE_WGMMA_TILED_FORMATS, where it was measured faster than the warps' form and than the
+# tiled matmul (below 65 rows the warps' form is as fast or faster; beyond 512 rows, beyond 256 for
+# BF16 and IQ3_S, and beyond 128 at Gemma 3 270M's 640 values a row, the tiled matmul; F32's
 # tiled matmul at 128 rows); rows of x per threadgroup: the first of TILE_WGMMA_XROWS that holds
 # x's rows, else the last; TILE_WGMMA_X_STAGES steps of x in shared memory ("Warpgroup matrix
 # multiplies", "Two groups of x rows").
 TILE_WGMMA_MIN_ROWS = 65
-TILE_WGMMA_MAX_ROWS = 256
+TILE_WGMMA_MAX_ROWS = 512
 TILE_WGMMA_LONG_DIMS = 2048
 TILE_WGMMA_SHORT_MAX_ROWS = 128
+TILE_WGMMA_MID_MAX_ROWS = 256
+TILE_WGMMA_MID_FORMATS = frozenset({"BF16", "IQ3_S"})
 TILE_WGMMA_TILED_FORMATS = frozenset({"F32"})
 TILE_WGMMA_XROWS = (64, 128, 256)
 TILE_WGMMA_X_STAGES = 3
 # Steps of two tiles of TILE_K values where the warpgroups' threadgroup is 512 threads (more than
 # 128 rows of x a threadgroup; backends/head.py: tile_mma_step_k) ("Two groups of x rows").
 TILE_WGMMA_WIDE_STEPS = True
+# The 512-thread form's step loop (more than 128 rows of x a threadgroup) unrolled by a chunk's
+# steps for the formats of TILE_WGMMA_UNROLLED, with TILE_WGMMA_UNROLLED_X_STAGES steps of x (a
+# power of two that divides a chunk's steps, so that every stage and buffer index is a constant)
+# ("The 512-thread loop unrolled"). Not the others: Q3_K, Q5_1 and IQ3_S would take more than
+# 128 registers a thread, which 512 threads cannot have, and Q8_0's four stages more shared memory
+# than a threadgroup has.
+TILE_WGMMA_UNROLLED = frozenset(
+    "Q4_0 Q4_1 Q5_0 Q4_K Q5_K Q6_K Q2_K IQ4_NL IQ4_XS IQ3_XXS IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S TQ1_0 TQ2_0 "
+    "MXFP4 NVFP4 F16 BF16".split()
+)
+TILE_WGMMA_UNROLLED_X_STAGES = 4
 # The tiled matrix multiply's step loop unrolled by a chunk's steps (kernels/tile_mma.h's UNROLL),
 # by rows of x per threadgroup, for the formats listed there: measured 3-16% faster for them at 64
 # rows, up to 46% slower for others, and 1.2-4.1x slower at 128 rows ("The step loop unrolled");
@@ -232,11 +246,13 @@ def tile_mma_max_rows(qtype: str, dims: int, warpgroups: bool = False) -> int:
     """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table of ``dims`` values a row
     (``warpgroups``: on a device with warpgroup multiplies, which take the formats not in
     TILE_WGMMA_TILED_FORMATS to TILE_WGMMA_MAX_ROWS, or to TILE_WGMMA_SHORT_MAX_ROWS for rows of
-    fewer than TILE_WGMMA_LONG_DIMS values)."""
+    fewer than TILE_WGMMA_LONG_DIMS values, or TILE_WGMMA_MID_FORMATS to TILE_WGMMA_MID_MAX_ROWS)."""
     warps = TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
     if not warpgroups or qtype in TILE_WGMMA_TILED_FORMATS:
         return warps
-    return max(warps, TILE_WGMMA_MAX_ROWS if dims >= TILE_WGMMA_LONG_DIMS else TILE_WGMMA_SHORT_MAX_ROWS)
+    if dims < TILE_WGMMA_LONG_DIMS:
+        return max(warps, TILE_WGMMA_SHORT_MAX_ROWS)
+    return max(warps, TILE_WGMMA_MID_MAX_ROWS if qtype in TILE_WGMMA_MID_FORMATS else TILE_WGMMA_MAX_ROWS)
 
 
 def tile_mma_warpgroup(n: int, warpgroups: bool) -> bool:
@@ -260,8 +276,10 @@ def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
 
 def tile_mma_unrolled(qtype: str, xrows: int, warpgroup: bool = False) -> bool:
     """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x (by
-    warps: the warpgroups' loop is not unrolled)."""
-    return not warpgroup and qtype in TILE_MMA_UNROLLED.get(xrows, ())
+    warpgroups: only in the 512-thread form, beyond 128 rows of x)."""
+    if warpgroup:
+        return xrows > 128 and qtype in TILE_WGMMA_UNROLLED
+    return qtype in TILE_MMA_UNROLLED.get(xrows, ())
 
 
 def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
