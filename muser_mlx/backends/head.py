@@ -238,8 +238,9 @@ class TileBuffers(NamedTuple):
     chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
     boundary), STEP_K values a step (:func:`tile_mma_step_k`), XSTAGES steps of x
     (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies TILE_WGMMA_X_STAGES, or
-    TILE_WGMMA_UNROLLED_X_STAGES where their loop is unrolled; fewer where a chunk is fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of
-    TILE_ROWS x STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
+    TILE_WGMMA_UNROLLED_X_STAGES where their loop is unrolled; fewer where a chunk is fewer
+    steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x
+    STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
     multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
     stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
     that reuses them (at least TILE_MIN_SHARED)."""
