@@ -10,6 +10,7 @@ Needs nvcc and cuobjdump on PATH (cuobjdump: CUDA's toolkit, or PyPI's nvidia-cu
 
     python benchmarks/sass_counts.py                          # every quantized format
     python benchmarks/sass_counts.py --formats TQ1_0 Q4_K
+    python benchmarks/sass_counts.py --settings "BYTEDOT_RUNS=4;BYTEDOT_RUNS_BY_FORMAT={}" --stem sass_bytedot_runs4
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from pathlib import Path
 import mlx.core as mx
 
 from muser_mlx import FORMATS, Table
-from muser_mlx.backends import device, head
+from muser_mlx.backends import device, head, tuning
 
-from common import GLIMMER, markdown, save
+from common import GLIMMER, markdown, save, tuning_constants
 
 C_TYPES = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}  # the table's words, x's run records, out
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
@@ -59,13 +60,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--formats", nargs="+", default=sorted(q for q, f in FORMATS.items() if f.quantized))
     p.add_argument("--stem", default="sass_bytedot_one_row", help="result file name, before _gpu / _cpu")
+    p.add_argument("--settings", default="", help='tuning constants, "NAME=VALUE;NAME=VALUE" (Python literals)')
     args = p.parse_args()
     missing = [tool for tool in ("nvcc", "cuobjdump") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"needs {' and '.join(missing)} on PATH")
     dims, vocab = GLIMMER["dims"], GLIMMER["vocab"]
     rows, runs = [], []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tuning.fixed(**tuning_constants(args.settings)):
         for qtype in args.formats:
             fmt = FORMATS[qtype]
             table = Table(mx.zeros((vocab, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, vocab)
@@ -86,7 +88,9 @@ def main() -> None:
         f"\n\nkernels/bytedot.h at one row of float16 x, dims {dims:,}, vocab {vocab:,}: the SASS of its longest "
         f"loop (a lane's step: VROWS table rows by RUNS runs of 16 values), nvcc -gencode arch=compute_90,code=sm_90 "
         f"({nvcc}), cuobjdump -sass. A static count: a branch's both sides are counted.\n"
-        "Command: `python benchmarks/sass_counts.py`"
+        + (f"Tuning: `{args.settings}`.\n" if args.settings else "")
+        + "Command: `python benchmarks/sass_counts.py"
+        + (f' --settings "{args.settings}" --stem {args.stem}`' if args.settings else "`")
     )
     print(save(args.stem, "Instructions per value of the one-row head (SASS)", md, {"nvcc": nvcc, "runs": runs}))
 

@@ -8,10 +8,11 @@
 //   unit * (scale * sum((byte - zero) * X) - offset * sum(X))
 // to its logit (formats.h: value = scale * (byte - zero) - offset).
 // The frame is matvec.h's stream_logits: one warp per VROWS vocab rows, grid-stride; ROWS rows of
-// x per pass. ByteLanes: per step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2,
-// values i and i + P, P = F::run_pair (formats.h; the two runs' levels share their bytes), with
-// i = 64 (u / 2) + 16 (u % 2) for P 32 and i = 32 u for P 16 (one decode of 32 values); RUNS 1,
-// values i = 16 u. It loads those runs' records once and reuses them for its VROWS table rows.
+// x per pass. ByteLanes: per step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2
+// or 4, values i + P q for q < RUNS, P = F::run_pair (formats.h; runs P apart share their bytes),
+// with i = RUNS P (u / 2) + 16 (u % 2) for P 32 and i = RUNS 16 u for P 16 (decodes of 32
+// values); RUNS 1, values i = 16 u. It loads those runs' records once and reuses them for its
+// VROWS table rows.
 // Needs matvec.h (stream_logits), xruns.h (the records), from lanes_<dialect>.h muser_dot4 and
 // muser_sum, from the prelude muser_store.
 #pragma once
@@ -47,10 +48,10 @@ struct ByteLanes {
   static MUSER_FN void add(MUSER_LOCAL const TableP* rows, XP x, uint32_t m0, uint32_t live, uint32_t lane,
                            uint32_t dims, MUSER_LOCAL float (*acc)[ROWS]) {
     enum { WORDS = XRunRecord<PLANES>::words, P = F::run_pair, PER = P / x_run_values };
-    // runs per decode: all RUNS where the format decodes_runs; the two at once where P is 16
-    enum { C = F::decodes_runs ? RUNS : RUNS == 2 && P == x_run_values ? 2 : 1 };
+    // runs per decode: all RUNS where the format decodes_runs; two at once where P is 16
+    enum { C = F::decodes_runs ? RUNS : RUNS > 1 && P == x_run_values ? 2 : 1 };
     for (uint32_t u = lane; u < dims / (x_run_values * RUNS); u += warp_lanes) {
-      const uint32_t i = RUNS == 2 ? 2 * P * (u / PER) + x_run_values * (u % PER) : x_run_values * u;
+      const uint32_t i = RUNS > 1 ? RUNS * P * (u / PER) + x_run_values * (u % PER) : x_run_values * u;
       uint32_t r[ROWS][RUNS][WORDS];  // rows past n repeat row m0: their logits are never stored
       for (int m = 0; m < ROWS; ++m) {
         for (int q = 0; q < RUNS; ++q) {

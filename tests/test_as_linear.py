@@ -119,23 +119,24 @@ def test_cpu_mma_kernel(problem, warps, tiles):
     problems(max_vocab=40, max_rows=11, ndims=(2,), qtypes=QUANTIZED),
     st.integers(1, 3),
     st.sampled_from([2, 4, 8]),
-    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2, 4]),
 )
 def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
     """kernels/bytedot.h, CPU dialect (dp4a emulated): grid-stride and idle warps, every pass
-    width, both lane layouts (RUNS 2 where dims allow), VROWS capped at 32 / ROWS."""
+    width, every lane layout (RUNS 2 or 4 where dims allow, else fewer), VROWS capped at 32 / ROWS."""
     table, data, x = problem
     with tuning.fixed(BYTEDOT_VROWS=vrows, BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
         assert_close(cpu_bytedot(table, x, warps), x, dequantized(data, table.qtype))
 
 
-@pytest.mark.parametrize("runs", [1, 2])
+@pytest.mark.parametrize("runs", [1, 2, 4])
 @pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q3_K", "Q4_0", "IQ2_XXS", "IQ3_S", "Q4_K"])
 def test_cpu_bytedot_run_levels(qtype, runs):
-    """Each way a lane of kernels/bytedot.h decodes its runs: one run; the two runs as 32 values
-    from i (Q4_0; IQ2_XXS and IQ3_S, a sub-block's); runs i and i + 32 one level_bytes each (Q4_K),
-    and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels, format_two_bits.h;
-    Q3_K's hmask too). 40 rows x 768 values: 12 lanes of 64 values."""
+    """Each way a lane of kernels/bytedot.h decodes its runs: one run; two runs as 32 values from
+    i (Q4_0; IQ2_XXS and IQ3_S, a sub-block's), twice at four runs; runs i + 32 q one level_bytes
+    each (Q4_K), and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels,
+    format_two_bits.h; Q3_K's hmask too). 40 rows x 768 values: 12 lanes of 64 values, or 6 of
+    128 at four runs."""
     rng = np.random.default_rng(5)
     data = moderate(random_table_bytes(rng, qtype, 40, 768), qtype)
     table = Table.from_bytes(data, qtype, 768)
@@ -834,7 +835,7 @@ def test_gpu_matvec_every_layout(qtype, n, rows):
                 with tuning.fixed(**layout, MATVEC_MIN_WARPS=0):  # the layout, for 301 rows too
                     assert_close(head.matvec(table, x, _GPU_BACKEND), x, W)
     for vrows in (4, 8, 16):
-        for runs in (1, 2):
+        for runs in (1, 2, 4):
             if qtype == "Q4_K" and _GPU_BACKEND == "cuda" and rows * vrows <= 32 and rows < 8:
                 with tuning.fixed(MATVEC_ROWS=(rows,), BYTEDOT_VROWS=vrows, BYTEDOT_RUNS=runs):
                     assert_close(head.bytedot(table, x, _GPU_BACKEND), x, W)

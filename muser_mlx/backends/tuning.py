@@ -80,7 +80,7 @@ MATVEC_VALUES = 16
 MATVEC_MIN_WARPS = 2048
 # The byte dot products' layout ("Byte dot products"): table rows per warp (by format, else
 # BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (by format, else
-# BYTEDOT_RUNS; 2 where dims are whole pairs of runs per lane: multiples of 64).
+# BYTEDOT_RUNS: 1, 2 or 4, halved where dims are not whole units of them, multiples of 32 RUNS).
 BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
@@ -234,7 +234,10 @@ def bytedot_layout(n: int, dims: int, qtype: str) -> tuple[int, int, int]:
     """(ROWS, VROWS, RUNS) of kernels/bytedot.h for ``n`` rows of x of a ``qtype`` table."""
     rows = pass_rows(n)
     vrows = min(BYTEDOT_VROWS_BY_FORMAT.get(qtype, BYTEDOT_VROWS), 32 // rows)  # a lane per logit of a warp's 32
-    return rows, vrows, BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS) if dims % 64 == 0 else 1
+    runs = BYTEDOT_RUNS_BY_FORMAT.get(qtype, BYTEDOT_RUNS)
+    while runs > 1 and dims % (32 * runs):  # halved until dims are whole units of RUNS runs a lane
+        runs //= 2
+    return rows, vrows, runs
 
 
 def tile_mma_min_rows(qtype: str) -> int:
