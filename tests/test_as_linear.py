@@ -408,6 +408,7 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
         ("BF16", 256),
         ("Q4_K", long_dims),
         ("IQ3_S", long_dims),
+        ("Q4_0", long_dims + 64),  # 33 steps of 64: not whole chunks of them, so not unrolled
     )
     for qtype, dims in cases:
         table = Table.from_bytes(random_table_bytes(rng, qtype, 3, dims), qtype, dims)
