@@ -88,7 +88,6 @@ def main() -> None:
         f"\n\nkernels/bytedot.h at one row of float16 x, dims {dims:,}, vocab {vocab:,}: the SASS of its longest "
         f"loop (a lane's step: VROWS table rows by RUNS runs of 16 values), nvcc -gencode arch=compute_90,code=sm_90 "
         f"({nvcc}), cuobjdump -sass. A static count: a branch's both sides are counted.\n"
-        + (f"Tuning: `{args.settings}`.\n" if args.settings else "")
         + "Command: `python benchmarks/sass_counts.py"
         + (f' --settings "{args.settings}" --stem {args.stem}`' if args.settings else "`")
     )

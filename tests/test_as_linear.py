@@ -382,9 +382,9 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
     """On a GPU with warpgroup multiplies (CUDA compute capability 9.0 alone) the tiled matrix
     multiply takes 16-bit x from TILE_WGMMA_MIN_ROWS to TILE_WGMMA_MAX_ROWS rows by warpgroups
     (to TILE_WGMMA_SHORT_MAX_ROWS for rows of fewer than TILE_WGMMA_LONG_DIMS values, to
-    TILE_WGMMA_MID_MAX_ROWS for TILE_WGMMA_MID_FORMATS; its XSTAGES
-    TILE_WGMMA_X_STAGES, or where 512 threads unroll the loop TILE_WGMMA_UNROLLED_X_STAGES) for every format but F32's (TILE_WGMMA_TILED_FORMATS), fewer rows by
-    warps as before, and more the tiled matmul; a GPU without them keeps the warps' ranges."""
+    TILE_WGMMA_MID_MAX_ROWS for TILE_WGMMA_MID_FORMATS; its XSTAGES TILE_WGMMA_X_STAGES, or where
+    512 threads unroll the loop TILE_WGMMA_UNROLLED_X_STAGES) for every format but F32's
+    (TILE_WGMMA_TILED_FORMATS), fewer rows by warps as before, and more the tiled matmul; a GPU without them keeps the warps' ranges."""
     device = muser_mlx.backends.device
     monkeypatch.setattr(mx.cuda, "is_available", lambda: True)
     for capability, has in (((9, 0), True), ((8, 0), False), ((10, 0), False), ((12, 1), False)):

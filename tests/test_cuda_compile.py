@@ -40,7 +40,8 @@ def ptxas_report(launch, dtype: str, tmp_path) -> str:
 @pytest.mark.parametrize("qtype", sorted(FORMATS))
 def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
     """Both forms of the tiled matrix multiply (warps at 40 rows of x, warpgroups at 100 and 300:
-    XROWS 128 and 256, 256 and 512 threads) compile for sm_90a with no spilled registers, at most
+    XROWS 128 and 256, 256 and 512 threads; and 300 rows of 640 or 768 values, whose steps are not
+    whole chunks of them, so the 512-thread loop stays rolled) compile for sm_90a with no spilled registers, at most
     65,536 registers a threadgroup (a thread's in granules of 8), and the warpgroup form
     without ptxas's note that it serialized the wgmma instructions (as it does for the form that
     leaves a step's multiplies in flight through the barrier into the next step, docs/performance.md:

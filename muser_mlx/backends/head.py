@@ -236,10 +236,10 @@ class TileBuffers(NamedTuple):
     """kernels/tile_mma.h's shared memory for a table and XROWS: CHUNK values of a row per copy of
     its bytes (256, or 256 bytes of a float format's values), RAW bytes per row and copy (the
     chunk's bytes rounded to 16-byte pieces, and one piece for their offset from a 16-byte
-    boundary), STEP_K values a step (:func:`tile_mma_step_k`), XSTAGES steps of x
-    (tuning.TILE_MMA_X_STAGES, for warpgroup multiplies TILE_WGMMA_X_STAGES, or
-    TILE_WGMMA_UNROLLED_X_STAGES where their loop is unrolled; fewer where a chunk is fewer
-    steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x
+    boundary), STEP_K values a step (:func:`tile_mma_step_k`), UNROLL steps per pass of the step
+    loop as compiled (:func:`tile_mma_unroll`), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, for
+    warpgroup multiplies TILE_WGMMA_X_STAGES, or TILE_WGMMA_UNROLLED_X_STAGES where their loop is
+    unrolled; fewer where a chunk is fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x
     STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
     multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
     stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
@@ -248,6 +248,7 @@ class TileBuffers(NamedTuple):
     chunk: int
     raw: int
     step_k: int
+    unroll: int
     stages: int
     shared: int
 
@@ -257,9 +258,10 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16
     step_k = tile_mma_step_k(table, chunk, tile_mma_threads(xrows, warpgroup))
+    unroll = tile_mma_unroll(table, xrows, warpgroup, chunk, step_k)
     if not warpgroup:
         stages = tuning.TILE_MMA_X_STAGES
-    elif tile_mma_unroll(table, xrows, warpgroup, chunk, step_k) > 1:
+    elif unroll > 1:
         stages = tuning.TILE_WGMMA_UNROLLED_X_STAGES
     else:
         stages = tuning.TILE_WGMMA_X_STAGES
@@ -271,7 +273,7 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileB
     # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 16 KiB more,
     # which the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
-    return TileBuffers(chunk, raw, step_k, stages, shared)
+    return TileBuffers(chunk, raw, step_k, unroll, stages, shared)
 
 
 def tile_mma_unroll(table: Table, xrows: int, warpgroup: bool, chunk: int, step_k: int) -> int:
@@ -300,12 +302,11 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
     """kernels/tile_mma.h for x ``[..., dims]``: a threadgroup per TILE_ROWS table rows and XROWS
     rows of x (tuning.tile_mma_xrows), multiplied by warpgroups where the device has them
     (``warpgroups``) and tuning.tile_mma_warpgroup says so, out ``[..., vocab]``, its shared
-    memory as :func:`tile_mma_buffers` lays it out, its step loop unrolled as
-    :func:`tile_mma_unroll` says."""
+    memory and step loop as :func:`tile_mma_buffers` lays them out."""
     n = x_rows(x)
     warpgroup = tuning.tile_mma_warpgroup(n, warpgroups)
     xrows = tuning.tile_mma_xrows(n, warpgroup)
-    chunk, raw, step_k, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
+    chunk, raw, step_k, unroll, stages, shared = tile_mma_buffers(table, xrows, warpgroup)
     groups = -(-table.vocab // TILE_ROWS) * -(-n // xrows)
     threads = tile_mma_threads(xrows, warpgroup)
     return Launch(
@@ -318,7 +319,7 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
             ("CHUNK", chunk),
             ("RAW", raw),
             ("SHARED", shared),
-            ("UNROLL", tile_mma_unroll(table, xrows, warpgroup, chunk, step_k)),
+            ("UNROLL", unroll),
             ("WARPGROUP", int(warpgroup)),
             ("THREADS", threads),
             ("STEP_K", step_k),
