@@ -111,11 +111,10 @@ def float_twin(model, config: dict, dtype: mx.Dtype):
     twin = mlx_lm_model(config)
     params = dict(tree_flatten(model.parameters()))
     twin.sanitize(dict(params))
-    backend = backends.select("auto")
     for name, m in model.named_modules():
         if isinstance(m, (Embedding, Linear)):
             t = m.table
-            params[f"{name}.weight"] = backends.bind(t, dtype, backend)(mx.arange(t.vocab))
+            params[f"{name}.weight"] = backends.bind(t, dtype, backends.select("auto", t))(mx.arange(t.vocab))
             params.pop(f"{name}.dtype", None)
             mx.eval(params[f"{name}.weight"])
     twin.load_weights(list(params.items()), strict=True)

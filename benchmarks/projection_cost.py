@@ -99,7 +99,9 @@ def main() -> None:
     floats = []
     for layer in ours:
         dense = nn.Linear(layer.input_dims, layer.output_dims, bias=False)
-        dense.weight = backends.bind(layer.table, mx.bfloat16, backend)(mx.arange(layer.output_dims))
+        dense.weight = backends.bind(layer.table, mx.bfloat16, backends.select("auto", layer.table))(
+            mx.arange(layer.output_dims)
+        )
         floats.append(dense)
     quantized = [nn.QuantizedLinear.from_linear(d, group_size=64, bits=4) for d in floats]
     mx.eval([m.parameters() for m in ours + floats + quantized])

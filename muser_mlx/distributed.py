@@ -20,13 +20,12 @@ from pathlib import Path
 
 import mlx.core as mx
 from mlx import nn
-from mlx.nn.layers.distributed import sum_gradients
 
-from . import backends, member_bytes
-from .embedding import Embedding, LookupOptions, _check_dtype, gather_for
+from . import member_bytes
+from .embedding import Embedding, LookupOptions
 from .gguf import GGUFFile, matrix_tensor, opened, table_tensor
 from .ids import check_device_ids, check_dtype, clamp, count_out_of_range, host_ids
-from .linear import Linear, as_linear
+from .linear import Linear, member_projection
 from .quantized import TableModule
 
 
@@ -62,14 +61,15 @@ class _MemberRows(TableModule):
     """A :class:`TableModule` holding member ``group.rank()``'s rows ``[start, stop)`` of a table
     of ``total`` rows; a weight put in later (``update``, ``load_weights``) keeps their count."""
 
-    def __init__(self, total: int, dims: int, qtype: str, group: mx.distributed.Group | None):
+    def __init__(self, total: int, dims: int, qtype: str, backend: str, group: mx.distributed.Group | None):
         group = group or mx.distributed.init()
         start, stop = member_bytes.vocab_rows(total, group)
-        super().__init__(stop - start, dims, qtype)
+        super().__init__(stop - start, dims, qtype, backend)
         self.group, self._start, self._stop, self._total = group, start, stop, total
 
     def __setitem__(self, key, value):
-        if key == "weight" and "weight" in self and getattr(value, "shape", (None,))[0] != self.rows:
+        # a weight of other than two dimensions is TableModule's error to raise
+        if key == "weight" and "weight" in self and getattr(value, "ndim", 0) == 2 and value.shape[0] != self.rows:
             raise ValueError(
                 f"{self!r}: member {self.group.rank()} holds rows [{self._start}, {self._stop}) of "
                 f"{self._total}: weight must have {self.rows} rows, got {list(getattr(value, 'shape', []))}"
@@ -100,10 +100,7 @@ class _MemberRows(TableModule):
     def _logits(self, x, sharded: bool) -> mx.array:
         """``x [..., dims]`` -> this member's columns ``[..., stop - start]``, or with ``sharded``
         False every member's, ``[..., total]``; x's gradient summed over the group."""
-        x = mx.array(x) if not isinstance(x, mx.array) else x
-        local = as_linear(self.table, sum_gradients(self.group)(x), backend=self._backend)
-        if "bias" in self:
-            local = local + self["bias"]
+        local = member_projection(self, x)
         return local if sharded else gather_columns(local, self._total, self.group)
 
     def _members(self) -> str:
@@ -131,13 +128,8 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
         backend: str = "auto",
         group: mx.distributed.Group | None = None,
     ):
-        _check_dtype(dtype)
-        if on_out_of_range not in ("clamp", "raise"):
-            raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
-        backends.select(backend)
-        super().__init__(num_embeddings, dims, qtype, group)
-        self._backend, self._clamp = backend, on_out_of_range == "clamp"
-        self["dtype"] = mx.zeros((0,), dtype)  # as Embedding's: Module.set_dtype sets it
+        super().__init__(num_embeddings, dims, qtype, backend, group)
+        self._set_lookup_options(dtype, on_out_of_range)  # as Embedding's
         self.freeze()
 
     @classmethod
@@ -193,9 +185,8 @@ class ShardedEmbedding(LookupOptions, _MemberRows):
 
     def __call__(self, x) -> mx.array:
         local = self._ids(x) - self._start  # uint32: ids below start wrap high
-        weight, dtype = self["weight"], self["dtype"].dtype
-        rows = gather_for(self.qtype, weight.shape, dtype, self._backend, backends.on_gpu())(weight, local)  # clamps
-        mine = mx.where((local < self.rows)[..., None], rows, negative_zero(dtype))
+        rows = self._weight_gather()(self["weight"], local)  # clamps
+        mine = mx.where((local < self.rows)[..., None], rows, negative_zero(self["dtype"].dtype))
         return mx.distributed.all_sum(mine, group=self.group)
 
     def lookup_with_count(self, x) -> tuple[mx.array, mx.array]:
@@ -232,9 +223,7 @@ class ShardedLinear(_MemberRows):
         backend: str = "auto",
         group: mx.distributed.Group | None = None,
     ):
-        backends.select(backend)
-        super().__init__(output_dims, input_dims, qtype, group)
-        self._backend = backend
+        super().__init__(output_dims, input_dims, qtype, backend, group)
         if bias:
             self.bias = mx.zeros((self.rows,))
         self.freeze()

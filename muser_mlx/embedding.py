@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from .backends.gather import gather_calls
 from .formats import FORMATS
 from .gguf import GGUFFile, opened
 from .ids import check_device_ids, count_out_of_range, host_ids
-from .linear import as_linear, tied_head
+from .linear import as_linear
 from .quantized import TableModule
 from .table import Table
+
+log = logging.getLogger("muser_mlx")
 
 OUTPUT_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
@@ -47,11 +50,14 @@ def embedding(
         return_out_of_range (bool): also return how many ids were clamped, as a lazy 0-d
             ``uint32`` ``mx.array`` computed in the same graph (no sync): ``(rows, count)``.
             Host ids are checked, so their count is always 0.
-        backend (str): ``"auto"`` (the Metal or CUDA kernel on a GPU default device, else
-            ``"ops"``), ``"metal"``, ``"cuda"`` or ``"ops"`` (plain MLX ops, any device).
+        backend (str): ``"auto"`` (the Metal or CUDA kernel on a GPU default device, else the CPU
+            extension's, else ``"ops"``), ``"metal"``, ``"cuda"``, ``"cpu"`` (the CPU extension)
+            or ``"ops"`` (plain MLX ops, any device).
     """
     _check_dtype(dtype)
-    return _lookup(backends.bind(table, dtype, backends.select(backend)), table, ids, check_ids, return_out_of_range)
+    return _lookup(
+        backends.bind(table, dtype, backends.select(backend, table)), table, ids, check_ids, return_out_of_range
+    )
 
 
 def _check_dtype(dtype: mx.Dtype) -> None:
@@ -74,6 +80,17 @@ class LookupOptions:
     """What a lookup module (:class:`Embedding`, ``distributed.ShardedEmbedding``) was built with:
     its output dtype, held as the empty array ``self["dtype"]`` so that ``Module.set_dtype``
     reaches it, and what an out-of-range ``mx.array`` id does (``self._clamp``)."""
+
+    def _set_lookup_options(self, dtype: mx.Dtype, on_out_of_range: str) -> None:
+        _check_dtype(dtype)
+        if on_out_of_range not in ("clamp", "raise"):
+            raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
+        self._clamp = on_out_of_range == "clamp"
+        self["dtype"] = mx.zeros((0,), dtype)
+
+    def _weight_gather(self):
+        """``(weight, ids) -> rows`` for the current weight's shape, dtype and backend (gather_for)."""
+        return gather_for(self.qtype, self["weight"].shape, self["dtype"].dtype, self._backend, backends.on_gpu())
 
     @property
     def dtype(self) -> mx.Dtype:
@@ -105,7 +122,7 @@ class Embedding(LookupOptions, TableModule):
             (default; reads row ``min(unsigned(id), vocab - 1)``, lazily; count them with
             :meth:`lookup_with_count`) or ``"raise"`` (evaluate the ids on the host and raise
             ``IndexError``). Host ids (ints, lists, NumPy) always raise.
-        backend (str): ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
+        backend (str): ``"auto"``, ``"metal"``, ``"cuda"``, ``"cpu"`` or ``"ops"`` (see ``embedding``).
 
     ``tied`` is True when loaded by ``from_gguf`` from a model file whose LM head is this table
     (it has blocks but no ``output.weight``; logged once at INFO on the ``muser_mlx`` logger),
@@ -127,13 +144,8 @@ class Embedding(LookupOptions, TableModule):
         on_out_of_range: str = "clamp",
         backend: str = "auto",
     ):
-        _check_dtype(dtype)
-        if on_out_of_range not in ("clamp", "raise"):
-            raise ValueError(f"on_out_of_range must be 'clamp' or 'raise', got {on_out_of_range!r}")
-        backends.select(backend)
-        super().__init__(num_embeddings, dims, qtype)
-        self._backend, self._clamp = backend, on_out_of_range == "clamp"
-        self["dtype"] = mx.zeros((0,), dtype)
+        super().__init__(num_embeddings, dims, qtype, backend)
+        self._set_lookup_options(dtype, on_out_of_range)
         self.freeze()
 
     @classmethod
@@ -182,8 +194,7 @@ class Embedding(LookupOptions, TableModule):
         return _lookup(self._gather(), self.table, x, not self._clamp, True)
 
     def _gather(self):
-        weight = self["weight"]
-        gather = gather_for(self._format.name, weight.shape, self["dtype"].dtype, self._backend, backends.on_gpu())
+        weight, gather = self["weight"], self._weight_gather()
         return lambda ids: gather(weight, ids)
 
     def __call__(self, x) -> mx.array:
@@ -191,10 +202,7 @@ class Embedding(LookupOptions, TableModule):
         # per evaluation is mostly host time (docs/performance.md, "Compiled small batches"), so
         # this path is a cache hit and, on a GPU, a compiled replay.
         if type(x) is mx.array and self._clamp:
-            weight = self["weight"]
-            return gather_for(self._format.name, weight.shape, self["dtype"].dtype, self._backend, backends.on_gpu())(
-                weight, x
-            )
+            return self._weight_gather()(self["weight"], x)
         return _lookup(self._gather(), self.table, x, not self._clamp)
 
     def as_linear(self, x) -> mx.array:
@@ -232,6 +240,16 @@ def gather_for(qtype: str, shape: tuple[int, int], dtype: mx.Dtype, backend: str
 
 
 tuning.keeps_decisions(gather_for.cache_clear)  # it holds gather_calls' calls
+
+
+def tied_head(f, tensor: str) -> bool | None:
+    """Whether ``tensor`` of the open GGUF ``f`` (a :class:`muser_mlx.gguf.GGUFFile`) is also
+    the model's LM head: the token embedding of a file whose ``tied`` is True (a model without
+    ``output.weight``: llama.cpp then uses the embedding); None for a file that holds only tables."""
+    tied = f.tied if tensor == "token_embd.weight" or f.tied is None else False
+    if tied:
+        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", f.path, tensor)
+    return tied
 
 
 def quantize_embeddings(model: nn.Module, qtype: str = "Q4_K") -> nn.Module:

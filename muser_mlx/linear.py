@@ -1,4 +1,5 @@
-"""The tied LM head: logits ``x @ W.T`` straight from the quantized table ``W``.
+"""Logits ``x @ W.T`` straight from a quantized table ``W``: :func:`as_linear` (an embedding's
+tied LM head) and :class:`Linear` (a projection holding a GGUF tensor's bytes).
 
 Which kernel computes them, for how many rows of x of which dtype, is
 :func:`muser_mlx.backends.head.choose`'s decision: streamed kernels for few rows on a GPU (the
@@ -9,12 +10,12 @@ x's dtype goes, where the tiled matmul would, straight to MLX's matmul on its by
 
 from __future__ import annotations
 
-import logging
 from functools import cache
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
+from mlx.nn.layers.distributed import sum_gradients
 
 from . import backends
 from .backends import head, tuning
@@ -22,8 +23,6 @@ from .formats import FORMATS
 from .gguf import GGUFFile, matrix_tensor, opened
 from .quantized import TableModule
 from .table import Table
-
-log = logging.getLogger("muser_mlx")
 
 X_DTYPES = (mx.float32, mx.float16, mx.bfloat16)
 
@@ -53,14 +52,12 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
     return differentiable_head(table.qtype, table.vocab, table.row_bytes, backend)(table.data, x)
 
 
-def tied_head(f, tensor: str) -> bool | None:
-    """Whether ``tensor`` of the open GGUF ``f`` (a :class:`muser_mlx.gguf.GGUFFile`) is also
-    the model's LM head: the token embedding of a file whose ``tied`` is True (a model without
-    ``output.weight``: llama.cpp then uses the embedding); None for a file that holds only tables."""
-    tied = f.tied if tensor == "token_embd.weight" or f.tied is None else False
-    if tied:
-        log.info("%s has no output.weight: the LM head is tied to %s; logits: Embedding.as_linear(x)", f.path, tensor)
-    return tied
+def member_projection(module: TableModule, x) -> mx.array:
+    """``x [..., dims]`` -> ``x @ W.T`` (plus the module's ``bias``) for a member's rows ``W`` of a
+    projection split by output rows over ``module.group``; x's gradient summed over the group."""
+    x = mx.array(x) if not isinstance(x, mx.array) else x
+    y = as_linear(module.table, sum_gradients(module.group)(x), backend=module.backend)
+    return y + module["bias"] if "bias" in module else y
 
 
 @cache
@@ -135,9 +132,7 @@ class Linear(TableModule):
     def __init__(
         self, input_dims: int, output_dims: int, bias: bool = False, qtype: str = "Q4_K", backend: str = "auto"
     ):
-        backends.select(backend)
-        super().__init__(output_dims, input_dims, qtype)
-        self._backend = backend
+        super().__init__(output_dims, input_dims, qtype, backend)
         if bias:
             self.bias = mx.zeros((output_dims,))
         self.freeze()

@@ -20,10 +20,12 @@ class TableModule(nn.Module):
     ``load_weights`` or ``update`` puts in is what every size and every call sees.
 
     A weight that is not such bytes (a float matrix, another row width) raises ``ValueError``
-    naming the module the moment it is set, whichever way it is set.
+    naming the module the moment it is set, whichever way it is set. ``backend`` (``"auto"``, or
+    one :func:`muser_mlx.backends.select` takes) is checked at construction and kept.
     """
 
-    def __init__(self, rows: int, dims: int, qtype: str):
+    def __init__(self, rows: int, dims: int, qtype: str, backend: str = "auto"):
+        backends.select(backend)
         super().__init__()
         fmt = get_format(qtype)
         if rows < 1 or dims < 1 or dims % fmt.block_values:
@@ -31,13 +33,21 @@ class TableModule(nn.Module):
                 f"{type(self).__name__} needs rows >= 1 and dims a positive multiple of the {qtype} block "
                 f"of {fmt.block_values} values, got rows={rows}, dims={dims}"
             )
-        self._format = fmt
+        self._format, self._backend = fmt, backend
         self._source = "memory"
         # A zero table of the right byte shape (lazy: never allocated unless read before a load).
         self.weight = mx.zeros((rows, fmt.row_bytes(dims)), mx.uint8)
 
+    def __setattr__(self, key, value):
+        # Module.__setattr__ sends arrays, dicts, lists and tuples to __setitem__ and keeps anything
+        # else as a plain attribute in place of the table: a weight always goes to the check.
+        if key == "weight":
+            self[key] = value
+        else:
+            super().__setattr__(key, value)
+
     def __setitem__(self, key, value):
-        # Module.__setattr__, update() and load_weights() all set arrays through here.
+        # update(), load_weights() and __setattr__ all set the weight through here.
         if key == "weight":
             value = self._checked_weight(value)
             self._source = "memory"
@@ -54,7 +64,7 @@ class TableModule(nn.Module):
             and value.shape[1] % fmt.block_bytes == 0
         ):
             dims = value.shape[1] // fmt.block_bytes * fmt.block_values
-            return Table.from_bytes(value, fmt.name, dims).data  # a copy only where a GPU kernel could not load it
+            return Table.from_bytes(value, fmt.name, dims).data
         got = (
             f"{str(value.dtype).rsplit('.', 1)[-1]} {list(value.shape)}"
             if isinstance(value, mx.array)

@@ -20,12 +20,11 @@ from pathlib import Path
 
 import mlx.core as mx
 from mlx import nn
-from mlx.nn.layers.distributed import sum_gradients
 
-from . import backends, member_bytes
+from . import member_bytes
 from .formats import get_format
 from .gguf import GGUFFile, matrix_tensor, opened
-from .linear import Linear, as_linear
+from .linear import Linear, as_linear, member_projection
 from .quantized import TableModule
 
 SHARDINGS = ("all-to-sharded", "sharded-to-all")
@@ -42,9 +41,8 @@ class _TensorParallel(TableModule):
     (:mod:`muser_mlx.member_bytes`), None for all; ``segments`` as MLX's (default 1)."""
 
     def __init__(self, rows: int, dims: int, qtype: str, backend: str, group: mx.distributed.Group):
-        backends.select(backend)
-        super().__init__(rows, dims, qtype)
-        self.group, self._backend, self._segments = group, backend, 1
+        super().__init__(rows, dims, qtype, backend)
+        self.group, self._segments = group, 1
 
     @classmethod
     def from_linear(
@@ -122,9 +120,7 @@ class AllToShardedLinear(_TensorParallel):
         return self.rows * self.group.size()
 
     def __call__(self, x) -> mx.array:
-        x = mx.array(x) if not isinstance(x, mx.array) else x
-        y = as_linear(self.table, sum_gradients(self.group)(x), backend=self._backend)
-        return y + self["bias"] if "bias" in self else y
+        return member_projection(self, x)
 
     def _extra_repr(self) -> str:
         return (

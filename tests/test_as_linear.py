@@ -600,23 +600,23 @@ def test_module_and_function_agree_under_compile():
         assert np.array_equal(np.array(eager), np.array(muser_mlx.as_linear(table, x)))
 
 
-def test_lazy_and_never_a_full_float_table(monkeypatch):
+def test_lazy_and_never_a_full_float_table():
     """Nothing sizeable is computed before eval; evaluating, eagerly or compiled, holds about a
     tile of floats (1,024 rows here: 4 MiB), far below the float32 table (vocab 16,384 x 1,024:
     64 MiB; its Q4_K bytes are 9 MiB)."""
-    monkeypatch.setattr(tuning, "TILE_BYTES", 1024 * 1024 * 4)
     rng = np.random.default_rng(3)
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 16384, 1024), "Q4_K", 1024)
     x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))
     mx.eval(table.data, x)
-    as_linear(table, x)  # on CUDA the first call makes the table resident: one pass, once per table
-    for logits in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
-        mx.reset_peak_memory()
-        before = mx.get_active_memory()
-        out = logits(x)
-        assert mx.get_peak_memory() - before < 1024  # a few scalars at most, no tile
-        mx.eval(out)
-        assert mx.get_peak_memory() - before < 16384 * 1024 * 4 // 4
+    with tuning.fixed(TILE_BYTES=1024 * 1024 * 4):
+        as_linear(table, x)  # on CUDA the first call makes the table resident: one pass, once per table
+        for logits in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
+            mx.reset_peak_memory()
+            before = mx.get_active_memory()
+            out = logits(x)
+            assert mx.get_peak_memory() - before < 1024  # a few scalars at most, no tile
+            mx.eval(out)
+            assert mx.get_peak_memory() - before < 16384 * 1024 * 4 // 4
 
 
 def test_empty_and_bad_x():

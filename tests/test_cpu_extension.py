@@ -226,6 +226,36 @@ def test_an_extension_that_cannot_load_leaves_ops_with_one_warning():
     assert "runs MLX ops on the CPU" in warnings[0]
 
 
+def test_an_extension_without_a_format_serves_it_by_ops_or_raises_every_way():
+    """An extension built without Q8_0's kernels: "auto" runs MLX ops for it with one warning;
+    "cpu", asked for by name, raises the same ValueError from every entry point."""
+    result = run_python("""
+        import mlx.core as mx
+        mx.set_default_device(mx.cpu)
+        import muser_mlx
+        from muser_mlx import backends
+        from muser_mlx.backends import cpu
+        import numpy as np
+        cpu.has_format = lambda qtype: qtype != "Q8_0"
+        table = muser_mlx.Table.from_bytes(np.arange(68, dtype=np.uint8).reshape(2, 34), "Q8_0", 32)
+        print(backends.select("auto", table), muser_mlx.embedding(table, [1]).shape)
+        for call in (
+            lambda: muser_mlx.embedding(table, [1], backend="cpu"),
+            lambda: muser_mlx.Embedding.from_table(table, backend="cpu")(mx.array([1])),
+            lambda: muser_mlx.as_linear(table, mx.zeros((1, 32)), backend="cpu"),
+        ):
+            try:
+                call()
+                print("no error")
+            except ValueError as e:
+                print(str(e).split(":")[0])
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["ops (1, 32)"] + ["backend 'cpu' has no Q8_0 kernels"] * 3
+    warnings = [line for line in result.stderr.splitlines() if "RuntimeWarning" in line]
+    assert len(warnings) == 1 and "built without Q8_0 kernels" in warnings[0]
+
+
 def setup_module_of_repository():
     spec = importlib.util.spec_from_file_location("muser_setup", ROOT / "setup.py")
     module = importlib.util.module_from_spec(spec)

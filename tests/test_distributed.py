@@ -310,6 +310,8 @@ def test_constructor_checks_its_arguments():
     assert module.weight.shape == (10, 144) and module.weight.dtype == mx.uint8
     with pytest.raises(ValueError, match=r"holds rows \[0, 10\) of 10: weight must have 10 rows, got \[4, 144\]"):
         module.update({"weight": mx.zeros((4, 144), mx.uint8)})
+    with pytest.raises(ValueError, match=r"weight must be Q4_K bytes .* got uint8 \[\]"):
+        module.weight = mx.array(3, mx.uint8)
     linear = ShardedLinear(256, 6, bias=True, qtype="Q8_0")
     assert linear.weight.shape == (6, 272) and linear.bias.shape == (6,)
     assert linear(mx.zeros((2, 256))).shape == (2, 6)

@@ -65,6 +65,12 @@ def test_a_float_table_is_a_clear_error(q4k_table, strict):
         )
     with pytest.raises(ValueError, match=r"Embedding\(11, 512.*got float32 \[11, 144\].*from_embedding"):
         model.layers[0].update({"weight": mx.zeros((table.vocab, 144))})
+    # set as an attribute, as anything but an array (nn.Module keeps those as plain attributes)
+    weight = model.layers[0].weight
+    for value, name in ((np.zeros((11, 288), np.uint8), "ndarray"), (5, "int"), (None, "NoneType")):
+        with pytest.raises(ValueError, match=rf"Embedding\(11, 512.*got {name}$"):
+            model.layers[0].weight = value
+        assert model.layers[0]["weight"] is weight  # the table stays
 
 
 def test_set_dtype_sets_the_output_dtype(q4k_table):

@@ -5,13 +5,10 @@ with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detoken
 import json
 
 import pytest
+from gguf import TokenType
 
 from muser_mlx.gguf import open_gguf
 from muser_mlx.lm.tokenizer import (
-    BYTE,
-    CONTROL,
-    NORMAL,
-    USER_DEFINED,
     Vocab,
     build_tokenizer,
     spm_merges,
@@ -84,7 +81,12 @@ def synthetic_spm(add_space_prefix: bool) -> Vocab:
     SentencePiece vocabulary."""
     pieces = ["▁", "h", "i", "▁h", "▁hi", "hi", "<u>"]
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
-    types = [2, CONTROL, CONTROL] + [BYTE] * 256 + [NORMAL] * 6 + [USER_DEFINED]
+    types = (
+        [2, TokenType.CONTROL, TokenType.CONTROL]
+        + [TokenType.BYTE] * 256
+        + [TokenType.NORMAL] * 6
+        + [TokenType.USER_DEFINED]
+    )
     scores = [0.0] * 259 + [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0]
     return Vocab("llama", tokens, types, scores, bos=1, eos=2, unk=0, add_space_prefix=add_space_prefix)
 

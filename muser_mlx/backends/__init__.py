@@ -96,11 +96,9 @@ def _warn_missing_format(qtype: str) -> bool:
 
 
 def bind(table: Table, dtype: mx.Dtype, backend: str, prepared: bool = False) -> Callable[[mx.array], mx.array]:
-    """``backend``'s gather of ``table`` into ``dtype``: ``ids [...] -> [..., dims]``. On a GPU
-    backend ``prepared`` says that ``table.data`` is the kernels' data already
-    (``DeviceBackend.kernel_words``)."""
+    """``backend``'s gather of ``table`` into ``dtype`` (a backend :func:`select` gave for the
+    table): ``ids [...] -> [..., dims]``. On a GPU backend ``prepared`` says that ``table.data`` is
+    the kernels' data already (``DeviceBackend.kernel_data``)."""
     if backend in KERNEL_BACKENDS:
         return BACKENDS[backend].bind(table, dtype, prepared)
-    if backend == "cpu" and not cpu.has_format(table.qtype):
-        backend = select("auto", table)  # "auto" chose for no table in particular
     return BACKENDS[backend].bind(table, dtype)

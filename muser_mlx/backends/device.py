@@ -81,7 +81,6 @@ class DeviceBackend:
         def kernel(name: str, inputs: list[str], outputs: list[str], lanes: bool = True) -> DeviceKernel:
             return DeviceKernel(dialect, name, inputs, outputs, register, lanes, includes)
 
-        self.dialect = dialect
         self.gather_kernel = kernel("gather", ["table", "ids"], ["out"], lanes=False)
         self.matvec_kernel = kernel("matvec", ["table", "x"], ["out"])
         self.byte_dots = byte_dots

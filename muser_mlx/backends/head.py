@@ -253,7 +253,7 @@ class TileBuffers(NamedTuple):
     shared: int
 
 
-def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool = False) -> TileBuffers:
+def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool) -> TileBuffers:
     fmt = table.format
     chunk = 256 if fmt.block_values > 1 else 256 // fmt.block_bytes
     raw = -(-(chunk // fmt.block_values * fmt.block_bytes) // 16) * 16 + 16

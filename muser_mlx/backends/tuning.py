@@ -36,6 +36,10 @@ COMPILED_IDS = 64
 # (tile_rows), the floats alive at once.
 MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
+MMA_MAX_ROWS = 32
+BYTEDOT_MAX_ROWS = 1
+TILE_BYTES = 1 << 30
+TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 # A float table whose values are x's dtype ("Float tables"): MLX's matmul on its bytes from
 # FLOAT_MATMUL_MIN_ROWS rows of 16-bit x on CUDA (measured as fast as the matvec at one row, 4-9x
 # faster at 8-16); float32 x and Metal keep the matvec up to MATVEC_MAX_ROWS.
@@ -47,8 +51,6 @@ CPU_MATVEC_MAX_ROWS = MATVEC_MAX_ROWS if sys.platform == "darwin" else 1 << 62
 # The extension's head of a quantized table on byte dot products, x as integers per run of 16
 # values (kernels/bytedot_cpu.h, AVX2 builds), rather than from the dequantized values ("CPU").
 CPU_BYTE_DOTS = True
-MMA_MAX_ROWS = 32
-BYTEDOT_MAX_ROWS = 1
 # A table of fewer bytes than this (a small model's projection) takes the matvec's one launch
 # rather than the byte dot products' two (x's run records, then the products): in a decode step
 # the launches, not the bytes, are the cost ("Head kernel by row count").
@@ -57,8 +59,6 @@ BYTEDOT_MIN_BYTES = 1 << 24
 # x shape ("Compiled small batches", as COMPILED_IDS for the gather): a decode step calls every
 # projection with one row, and building the call is host time spent once per projection per token.
 COMPILED_ROWS = MATVEC_MAX_ROWS
-TILE_BYTES = 1 << 30
-TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 
 # Threads per threadgroup of the streamed heads (matvec, bytedot, mma; "What bounds the heads"):
 # by format, else HEAD_THREADGROUP. An SM holds whole threadgroups, so at R registers a thread it
@@ -265,7 +265,7 @@ def tile_mma_warpgroup(n: int, warpgroups: bool) -> bool:
     return warpgroups and n >= TILE_WGMMA_MIN_ROWS
 
 
-def tile_mma_xrows(n: int, warpgroup: bool = False) -> int:
+def tile_mma_xrows(n: int, warpgroup: bool) -> int:
     """Rows of x per threadgroup of kernels/tile_mma.h (XROWS) for ``n`` rows, multiplied by
     warpgroups or by warps."""
     return _holding(TILE_WGMMA_XROWS if warpgroup else TILE_MMA_XROWS, n)
@@ -277,7 +277,7 @@ def float_matmul_min_rows(backend: str, dtype: mx.Dtype) -> int:
     return FLOAT_MATMUL_MIN_ROWS if backend == "cuda" and dtype != mx.float32 else MATVEC_MAX_ROWS + 1
 
 
-def tile_mma_unrolled(qtype: str, xrows: int, warpgroup: bool = False) -> bool:
+def tile_mma_unrolled(qtype: str, xrows: int, warpgroup: bool) -> bool:
     """Whether kernels/tile_mma.h unrolls its step loop for ``qtype`` at ``xrows`` rows of x (by
     warpgroups: only in the 512-thread form, beyond 128 rows of x)."""
     if warpgroup:

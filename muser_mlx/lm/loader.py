@@ -52,7 +52,8 @@ def load(
         dtype: the compute dtype (the embedding's output, norms, biases); default the family's
             (Gemma 3, Qwen: bfloat16; Llama: float16).
         adapter_path: mlx-lm LoRA adapters to apply (``mlx_lm.tuner.utils.load_adapters``).
-        backend: for every Embedding and Linear: ``"auto"``, ``"metal"``, ``"cuda"`` or ``"ops"``.
+        backend: for every Embedding and Linear: ``"auto"``, ``"metal"``, ``"cuda"``, ``"cpu"`` or
+            ``"ops"``.
         group: an ``mx.distributed`` group to shard the model over as :func:`muser_mlx.shard`
             does (embedding, head and layers), before any weight is read: each member reads
             its part of every 2-D tensor from the file, never the whole.

@@ -18,19 +18,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import GGUFError
+from gguf import TokenType
 
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # gguf.TokenType
+from ..errors import GGUFError
 
 # llama.cpp's pre-tokenizer expressions by tokenizer.ggml.pre (llama-vocab.cpp, llm_tokenizer_bpe)
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 PRE_TOKENIZERS = {
     "default": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-    "gpt-2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
     "llama-bpe": _CONTRACTIONS
     + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
     "qwen2": _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
+PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["default"]
 PRE_TOKENIZERS["smaug-bpe"] = PRE_TOKENIZERS["llama-bpe"]
 
 
@@ -67,7 +67,7 @@ class Vocab:
         types = (
             [int(t) for t in f.array("tokenizer.ggml.token_type")]
             if "tokenizer.ggml.token_type" in f.metadata
-            else [NORMAL] * n
+            else [TokenType.NORMAL] * n
         )
         scores = (
             [float(s) for s in f.array("tokenizer.ggml.scores")] if "tokenizer.ggml.scores" in f.metadata else [0.0] * n
@@ -160,14 +160,14 @@ def build_tokenizer(vocab: Vocab):
         [
             AddedToken(vocab.tokens[i], special=False, normalized=False)
             for i, t in enumerate(vocab.types)
-            if t == USER_DEFINED
+            if t == TokenType.USER_DEFINED
         ]
     )
     tok.add_special_tokens(
         [
             AddedToken(vocab.tokens[i], special=True, normalized=False)
             for i, t in enumerate(vocab.types)
-            if t in (CONTROL, UNKNOWN)
+            if t in (TokenType.CONTROL, TokenType.UNKNOWN)
         ]
     )
     bos = [vocab.tokens[vocab.bos]] if vocab.add_bos and vocab.bos is not None else []
@@ -212,6 +212,6 @@ def tokenizer_wrapper(vocab: Vocab):
     eos = [
         i
         for i, (token, kind) in enumerate(zip(vocab.tokens, vocab.types, strict=True))
-        if kind == CONTROL and token in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")
+        if kind == TokenType.CONTROL and token in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")
     ]
     return TokenizerWrapper(fast, detokenizer, eos_token_ids=eos + ([vocab.eos] if vocab.eos is not None else []))
