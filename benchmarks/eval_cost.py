@@ -69,7 +69,9 @@ def main() -> None:
     included.write_text(comments)
     calls = {
         "ours": ours,
-        "bound gather": bind(table, mx.float32, select("auto", table)),  # the kernel call without Embedding's Python layers
+        "bound gather": bind(
+            table, mx.float32, select("auto", table)
+        ),  # the kernel call without Embedding's Python layers
         "nn.Embedding": dense,
         "nothing kernel": nothing("bare"),
         "+ 16 KB header": nothing("inline", comments),

@@ -25,6 +25,7 @@ from .formats import FORMATS, Format
 from .gguf_header import TensorInfo, read_header
 from .gguf_io import open_regular
 from .gguf_values import ArrayInfo, StringInfo, parse_array
+from .memory import check_fits
 
 __all__ = [
     "ArrayInfo",
@@ -111,8 +112,14 @@ class GGUFFile:
         return ("output.weight" not in self.tensors) if model else None
 
     def read(self, name: str) -> np.ndarray:
-        """Tensor ``name``'s bytes, read now: ``uint8 [rows, row_bytes]`` (``KeyError`` where absent)."""
+        """Tensor ``name``'s bytes, read now: ``uint8 [rows, row_bytes]`` (``KeyError`` where
+        absent; ``GGUFError`` where it holds no bytes or they would not fit in memory). For a
+        norm's or a bias's few values: a table's bytes go into MLX memory by ``member_bytes.read``."""
         t = self.tensors[name]
+        where = f"{self.path}: tensor {name!r}"
+        if t.nbytes == 0:
+            raise GGUFError(f"{where} has shape {list(t.shape)}: no values")
+        check_fits(t.nbytes, where)
         out = np.empty((t.rows, t.row_bytes), np.uint8)
         self.read_into(name, out)
         return out
@@ -199,17 +206,23 @@ def matrix_tensor(f: GGUFFile, name: str, layout: str = "a projection is [in, ou
     return t
 
 
+# The tensors whose rows are the model's width, <arch>.embedding_length (a projection's rows are
+# its input's width, e.g. the feed-forward length for ffn_down).
+MODEL_WIDTH_TENSORS = ("token_embd.weight", "output.weight")
+
+
 def table_tensor(f: GGUFFile, name: str = "token_embd.weight") -> tuple[TensorInfo, Format]:
-    """Tensor ``name`` of ``f`` and its format, checked to be a table (:func:`matrix_tensor`,
-    ``dims`` equal to ``<arch>.embedding_length`` where that is set)."""
+    """Tensor ``name`` of ``f`` and its format, checked to be a table (:func:`matrix_tensor`; for
+    the token embedding and the LM head ``dims`` equal to ``<arch>.embedding_length`` where that
+    is set)."""
     where = f"{f.path}: tensor {name!r}"
     if name not in f.tensors:
         raise GGUFError(f"{where} is not in the file; embedding-like tensors: {', '.join(embedding_like(f)) or 'none'}")
     t = matrix_tensor(f, name, "an embedding table is [dims, vocab]")
     arch = f.architecture
-    width = f.metadata.get(f"{arch}.embedding_length") if arch else None
+    width = f.metadata.get(f"{arch}.embedding_length") if arch and name in MODEL_WIDTH_TENSORS else None
     if width is not None and width != t.shape[0]:
-        raise GGUFError(f"{where} has dims {t.shape[0]} but the metadata {arch}.embedding_length is {width}")
+        raise GGUFError(f"{where} has dims {t.shape[0]} but the metadata {arch}.embedding_length is {width!r}")
     return t, FORMATS[t.qtype]
 
 

@@ -17,7 +17,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.nn.layers.distributed import sum_gradients
 
-from . import backends
+from . import backends, member_bytes
 from .backends import head, tuning
 from .formats import FORMATS
 from .gguf import GGUFFile, matrix_tensor, opened
@@ -153,8 +153,8 @@ class Linear(TableModule):
         (ggml's shape ``[in, out]``); ``GGUFError`` on a bad file or a tensor that is not such."""
         with opened(path) as f:
             info = matrix_tensor(f, tensor, "a Linear is [in, out]")
-            table = Table.from_bytes(f.read(tensor), info.qtype, info.shape[0])
-        return cls.from_table(Table(table.data, table.format, table.dims, table.vocab, f"{f.path}:{tensor}"), **kwargs)
+            table = Table(member_bytes.read(f, info), FORMATS[info.qtype], *info.shape, f"{f.path}:{tensor}")
+        return cls.from_table(table, **kwargs)
 
     @classmethod
     def from_linear(cls, linear, qtype: str = "Q4_K", **kwargs) -> Linear:

@@ -87,13 +87,17 @@ def take(data: mx.array, rows: Pieces | None = None, columns: Pieces | None = No
 
 def read(f: GGUFFile, info: TensorInfo, rows: Pieces | None = None, columns: Pieces | None = None) -> mx.array:
     """``uint8 [sum of rows, sum of columns]``: these bytes of tensor ``info`` of ``f`` (``columns``
-    in bytes, :func:`byte_pieces`), read into a new MLX array, no other byte of the tensor held
-    beyond :data:`COLUMN_READ_BYTES` of whole rows at a time. ``GGUFError`` where they would not
-    fit in memory, or the file shrank."""
+    in bytes, :func:`byte_pieces`; both None: the whole tensor), read into a new MLX array, no
+    other byte of the tensor held beyond :data:`COLUMN_READ_BYTES` of whole rows at a time.
+    ``GGUFError`` where they would not fit in memory, or the file shrank. The array is evaluated
+    on the CPU stream first (a fresh, contiguous buffer that no other array shares) and the file
+    read straight into its memory: a NumPy array copied into MLX would hold the bytes twice at the
+    peak (docs/performance.md, "Bytes read into the MLX array")."""
+    part = "" if rows is None and columns is None else ", this member's part"
     rows = rows or [(0, info.rows)]
     columns = columns or [(0, info.row_bytes)]
     height, width = sum(b - a for a, b in rows), sum(b - a for a, b in columns)
-    check_fits(height * width, f"{f.path}: tensor {info.name!r}, this member's part")
+    check_fits(height * width, f"{f.path}: tensor {info.name!r}{part}")
     data = mx.zeros((height, width), mx.uint8, stream=mx.cpu)
     mx.eval(data)
     out = np.asarray(memoryview(data))  # writable, the array's own memory

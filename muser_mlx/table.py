@@ -8,35 +8,52 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from . import member_bytes
 from .check import check_table
 from .errors import GGUFError
 from .formats import Format, get_format
-from .gguf import GGUFFile, TensorInfo, opened, table_tensor
-from .memory import check_fits
+from .gguf import GGUFFile, opened, table_tensor
 
 
-def _read_table(f: GGUFFile, t: TensorInfo) -> mx.array:
-    """``uint8 [rows, row_bytes]``: ``t``'s bytes read from ``f`` into the memory of a new MLX
-    array. The array is evaluated on the CPU stream first (a fresh, contiguous buffer that no
-    other array shares) and nothing else sees it until it is filled; a short read raises
-    ``GGUFError`` and drops it. Reading into a NumPy array and copying that into MLX would hold
-    the table twice at the peak (docs/performance.md, "Bytes read into the MLX array")."""
-    data = mx.zeros((t.rows, t.row_bytes), mx.uint8, stream=mx.cpu)
-    mx.eval(data)
-    f.read_into(t.name, data)
-    return data
+def _check_bytes(data, fmt: Format, dims, vocab) -> None:
+    """``ValueError`` unless ``data`` is an ``mx.array`` of ``uint8 [vocab, fmt.row_bytes(dims)]``
+    (``vocab`` None: any count of at least one row), dims a positive int of whole blocks: the
+    kernels read whole rows of that width, and a vocab the bytes do not hold would send ids past
+    them."""
+    if isinstance(dims, bool) or not isinstance(dims, (int, np.integer)) or dims <= 0 or dims % fmt.block_values:
+        raise ValueError(f"dims {dims!r} is not a positive multiple of the {fmt.name} block of {fmt.block_values}")
+    row_bytes = fmt.row_bytes(int(dims))
+    rows = "vocab >= 1" if vocab is None else f"{vocab}"
+    if (
+        not isinstance(data, mx.array)
+        or data.dtype != mx.uint8
+        or data.ndim != 2
+        or data.shape[1] != row_bytes
+        or data.shape[0] < 1
+        or (vocab is not None and data.shape[0] != vocab)
+    ):
+        got = type(data).__name__
+        if isinstance(data, (mx.array, np.ndarray)):
+            got = f"{str(data.dtype).rsplit('.', 1)[-1]} {list(data.shape)}"
+        raise ValueError(f"{fmt.name} table of dims {dims} must be uint8 [{rows}, {row_bytes}], got {got}")
 
 
 @dataclass(frozen=True)
 class Table:
     """``data`` is ``uint8 [vocab, row_bytes]``: row ``i`` is token ``i``'s blocks exactly as
-    stored in the GGUF file. ``source`` says where the bytes came from."""
+    stored in the GGUF file. ``source`` says where the bytes came from. Built directly, the bytes'
+    shape must be ``vocab`` rows of ``format.row_bytes(dims)`` (else ``ValueError``)."""
 
     data: mx.array
     format: Format
     dims: int
     vocab: int
     source: str = "memory"
+
+    def __post_init__(self):
+        if not isinstance(self.format, Format):
+            raise TypeError(f"Table's format is a muser_mlx.formats.Format, got {type(self.format).__name__}")
+        _check_bytes(self.data, self.format, self.dims, self.vocab)
 
     @property
     def qtype(self) -> str:
@@ -63,8 +80,7 @@ class Table:
         with opened(source) as f:
             info, fmt = table_tensor(f, tensor)
             where = f"{f.path}: tensor {tensor!r}"
-            check_fits(info.nbytes, where)
-            table = cls(_read_table(f, info), fmt, *info.shape, f"{f.path}:{tensor}")
+            table = cls(member_bytes.read(f, info), fmt, *info.shape, f"{f.path}:{tensor}")
         if check:
             report = check_table(table)
             if not report.ok:
@@ -77,19 +93,12 @@ class Table:
     @classmethod
     def from_bytes(cls, data, qtype: str, dims: int) -> Table:
         """A table from ``uint8 [vocab, row_bytes]`` bytes (NumPy, copied, or an ``mx.array``,
-        used as it is) of type ``qtype``."""
+        used as it is) of type ``qtype``; bytes of another dtype or shape raise ``ValueError``."""
         fmt = get_format(qtype)
-        if dims <= 0 or dims % fmt.block_values:
-            raise ValueError(f"dims {dims} is not a positive multiple of the {qtype} block of {fmt.block_values}")
-        row_bytes = fmt.row_bytes(dims)
-        if isinstance(data, np.ndarray):
-            data = mx.array(np.ascontiguousarray(data).view(np.uint8))
-        if data.dtype != mx.uint8 or data.ndim != 2 or data.shape[1] != row_bytes or data.shape[0] < 1:
-            raise ValueError(
-                f"{qtype} table of dims {dims} must be uint8 [vocab >= 1, {row_bytes}], "
-                f"got {data.dtype} {list(data.shape)}"
-            )
-        return cls(data, fmt, dims, data.shape[0])
+        if isinstance(data, np.ndarray) and data.dtype == np.uint8:
+            data = mx.array(np.ascontiguousarray(data))
+        _check_bytes(data, fmt, dims, None)
+        return cls(data, fmt, int(dims), data.shape[0])
 
     def __repr__(self) -> str:
         return (

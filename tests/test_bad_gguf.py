@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from muser_mlx import GGUFError, Table, check_table, embedding, gguf_io, memory
-from muser_mlx import table as table_module
+from muser_mlx import GGUFError, Linear, Table, check_table, embedding, gguf_io, member_bytes, memory
 from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_values import MAX_INLINE_STRING
 
@@ -364,7 +363,7 @@ def test_file_truncated_before_the_table_is_read(good, monkeypatch):
     """Cut inside the table between the header read and the table read: a memory map would
     give SIGBUS here; the read into the table comes back short."""
     at = tensor_info_offsets(good)["data"]
-    hook(monkeypatch, table_module, "check_fits", after=lambda: os.truncate(good, at + 100))
+    hook(monkeypatch, member_bytes, "check_fits", after=lambda: os.truncate(good, at + 100))
     e = raises_gguf_error(good, f"tensor '{TENSOR}': the file ends at byte {at + 100}")
     assert "shrank after it was opened" in str(e)
 
@@ -376,7 +375,7 @@ def test_file_truncated_while_the_table_is_read(tmp_path, monkeypatch):
     at = tensor_info_offsets(path)["data"]
     monkeypatch.setattr(gguf_io, "READ_CHUNK", 1024)
     calls = []  # what each read() into the table returned
-    hook(monkeypatch, table_module, "check_fits", after=lambda: calls.append("header read"))
+    hook(monkeypatch, member_bytes, "check_fits", after=lambda: calls.append("header read"))
 
     class CutAfterFirstRead(io.FileIO):
         def readinto(self, buffer):
@@ -473,6 +472,27 @@ def test_table_larger_than_memory(good, monkeypatch):
     monkeypatch.setattr(memory, "available_memory", lambda: 100)
     e = raises_gguf_error(good, "more than the host's available memory")
     assert "token_embd.weight" in str(e)
+
+
+def test_every_tensor_read_checks_memory_first(good, monkeypatch):
+    """A projection (Linear.from_gguf) and a raw read (GGUFFile.read) refuse bytes beyond the
+    host's memory before reading, as Table.from_gguf does."""
+    monkeypatch.setattr(memory, "available_memory", lambda: 100)
+    with pytest.raises(GGUFError, match=rf"{TENSOR}.*more than the host's available memory"):
+        Linear.from_gguf(good, TENSOR)
+    with open_gguf(good) as f, pytest.raises(GGUFError, match="more than the host's available memory"):
+        f.read(TENSOR)
+
+
+def test_a_tensor_without_values_is_a_clear_error(tmp_path):
+    """A tensor with a zero dimension: GGUFFile.read says so (NumPy's cast failed on it), and no
+    table or projection takes it."""
+    path = tmp_path / "z.gguf"
+    write_gguf(path, vocab=4)
+    patch(path, tensor_info_offsets(path)["dims"] + 8, "Q", 0)  # ne1, the rows
+    with open_gguf(path) as f, pytest.raises(GGUFError, match=r"has shape \[256, 0\]: no values"):
+        f.read(TENSOR)
+    raises_gguf_error(path, "dims and vocab must both be at least 1")
 
 
 def test_table_larger_than_a_device_buffer(good, monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from muser_mlx import Embedding, GGUFError, Table
+from muser_mlx.gguf import gatherable_tensors
 from muser_mlx.writer import save_gguf
 
 from conftest import assert_bits_equal, fixture, random_table_bytes, reference, tables
@@ -75,6 +76,21 @@ def test_metadata_width_must_agree(tmp_path):
     path = write(tmp_path / "w.gguf", {"token_embd.weight": q4k()}, metadata={"llama.embedding_length": 512})
     with pytest.raises(GGUFError, match="dims 256 but the metadata llama.embedding_length is 512"):
         Table.from_gguf(path)
+
+
+def test_every_listed_tensor_loads():
+    """Whatever gatherable_tensors lists (and ``muser-mlx inspect`` calls gatherable) loads with
+    Table.from_gguf, a projection whose rows are not the model's width among them (ffn_down: the
+    feed-forward length), and holds the file's bytes."""
+    path = fixture("tiny-llama-Q8_0.gguf")
+    listed = gatherable_tensors(path)
+    assert "blk.0.ffn_down.weight" in {g.name for g in listed}
+    reader = gguf.GGUFReader(path)
+    raw = {t.name: np.asarray(t.data).view(np.uint8).reshape(-1) for t in reader.tensors}
+    for g in listed:
+        table = Table.from_gguf(path, g.name)
+        assert (table.qtype, table.dims, table.vocab) == (g.qtype, g.dims, g.vocab)
+        assert np.array_equal(np.asarray(table.data).reshape(-1), raw[g.name])
 
 
 def test_unsupported_type_names_the_supported_ones(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 from mlx import nn
 from mlx.utils import tree_flatten
 
-from muser_mlx import Embedding, Table, embedding
+from muser_mlx import FORMATS, Embedding, Table, embedding
 
 from conftest import assert_bits_equal, random_table_bytes, reference
 
@@ -175,6 +175,31 @@ def test_from_bytes_rejects_wrong_shapes():
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q4_K", 100)
     with pytest.raises(ValueError, match="unsupported format"):
         Table.from_bytes(np.zeros((3, 144), np.uint8), "Q9_9", 256)
+    # bytes of another dtype are not reinterpreted, NumPy's no more than MLX's
+    with pytest.raises(
+        ValueError, match=r"F16 table of dims 128 must be uint8 \[vocab >= 1, 256\], got float32 \[4, 64\]"
+    ):
+        Table.from_bytes(np.zeros((4, 64), np.float32), "F16", 128)
+    with pytest.raises(ValueError, match=r"got list"):
+        Table.from_bytes([[0] * 34], "Q8_0", 32)
+    with pytest.raises(ValueError, match=r"dims 32.0 is not"):
+        Table.from_bytes(np.zeros((1, 34), np.uint8), "Q8_0", 32.0)
+
+
+def test_a_table_built_directly_holds_the_rows_it_claims():
+    """Table(data, format, dims, vocab) checks the bytes' shape against its sizes: a vocab past the
+    rows would pass ids the bytes do not hold to the kernels."""
+    q8 = FORMATS["Q8_0"]
+    data = mx.zeros((4, 34), mx.uint8)
+    assert Table(data, q8, 32, 4).vocab == 4
+    with pytest.raises(
+        ValueError, match=r"Q8_0 table of dims 32 must be uint8 \[1000000000, 34\], got uint8 \[4, 34\]"
+    ):
+        Table(data, q8, 32, 10**9)
+    with pytest.raises(ValueError, match=r"must be uint8 \[4, 68\]"):
+        Table(data, q8, 64, 4)
+    with pytest.raises(TypeError, match="Format"):
+        Table(data, "Q8_0", 32, 4)
 
 
 @pytest.mark.gpu

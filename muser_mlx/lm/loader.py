@@ -120,11 +120,10 @@ def gguf_weights(f, arch: Architecture, args: dict, parts: dict | None = None) -
         heads = {"attn_q": args["num_attention_heads"], "attn_k": args["num_key_value_heads"]}.get(kind)
         permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
-            whole = rows is None and columns is None
-            data = f.read(name) if whole else member_bytes.read(f, info, rows, columns)  # uint8 [rows, row_bytes]
+            data = member_bytes.read(f, info, rows, columns)  # uint8 [rows, row_bytes]
             if permuted:  # a member's Q or K rows are whole heads, each permuted within itself
-                data = unpermute_rows(np.asarray(memoryview(data)), heads * data.shape[0] // info.rows)
-            weights[f"{path}.{what}"] = mx.array(data) if isinstance(data, np.ndarray) else data
+                data = mx.array(unpermute_rows(np.asarray(memoryview(data)), heads * data.shape[0] // info.rows))
+            weights[f"{path}.{what}"] = data
         else:
             values = _dequantized(f.read(name), info, f.path)
             if permuted:  # a Q or K bias: permuted as the rows are
