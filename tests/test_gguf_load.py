@@ -41,6 +41,31 @@ def test_save_gguf_round_trip(tmp_path, q4k_table):
         save_gguf(tmp_path / "bad.gguf", {"token_embd.weight": table}, {"x": [1, 2]})
 
 
+@pytest.mark.parametrize(
+    "metadata, error, message",
+    [
+        ({"x": 2**63}, ValueError, "does not fit a 64-bit integer"),
+        ({"x": 1e300}, ValueError, "beyond float32's range"),
+        ({"x": "\ud800"}, ValueError, "not valid as UTF-8"),
+        ({"general.alignment": 64}, ValueError, "set by save_gguf itself"),
+        ({"general.architecture": "qwen2"}, ValueError, "set by save_gguf itself"),
+        ({"x": None}, TypeError, "NoneType values are not supported"),
+    ],
+)
+def test_save_gguf_leaves_the_file_there_as_it_was(tmp_path, q4k_table, metadata, error, message):
+    """A value the file cannot hold raises before anything is written, and a write that fails
+    midway (a table that is none) leaves the file already at the path whole, with no partial file
+    beside it."""
+    table, raw = q4k_table
+    path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table})
+    before = path.read_bytes()
+    with pytest.raises(error, match=message):
+        save_gguf(path, {"token_embd.weight": table}, metadata)
+    with pytest.raises(AttributeError):
+        save_gguf(path, {"token_embd.weight": table, "other.weight": None})
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.gguf"]
+
+
 def q4k(vocab=4, dims=256):
     return random_table_bytes(np.random.default_rng(0), "Q4_K", vocab, dims), "Q4_K"
 
