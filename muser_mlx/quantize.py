@@ -17,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .check import check_table
 from .formats import FORMATS
+from .table import Table
 
 _CHUNK_VALUES = 1 << 19  # values per work item ([32, 16384] float32 temporaries: 2 MiB)
 _AUTO_PROGRESS_VALUES = 8_000_000
@@ -32,27 +34,38 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
     Returns uint8 [rows, row_bytes]: each row is that row's GGUF blocks (144 bytes per 256 values
     for Q4_K), the layout `gguf.GGUFReader` exposes for quantized tensors.
     `progress`: True/False, or None for a bar on stderr when there are > ~8M values.
+
+    Raises ``ValueError`` for a NaN or Inf value, a value beyond float32, complex values, and
+    values too large for the format (a scale past float16's 65,504, e.g. Q8_0 beyond about 8.3e6,
+    F16 beyond 65,504): no block comes back with a NaN or Inf in it.
     """
     fmt = FORMATS.get(qtype)
     if fmt is None or fmt.quantizer is None:
         raise ValueError(f"unsupported qtype {qtype!r}; supported: {', '.join(QUANTIZABLE)}")
     x = weights if isinstance(weights, np.ndarray) else np.array(weights, dtype=np.float32)
+    if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
+        raise ValueError(f"expected real numbers, got dtype {x.dtype}")
     if x.ndim != 2:
         raise ValueError(f"expected a 2-D [rows, cols] array, got shape {x.shape}")
     rows, cols = x.shape
-    if cols % fmt.block_values:
-        raise ValueError(f"cols ({cols}) must be a multiple of {fmt.block_values} for {qtype}")
-    step = max(1, _CHUNK_VALUES // max(cols, 1))
+    if cols < 1 or cols % fmt.block_values:
+        raise ValueError(f"cols ({cols}) must be a positive multiple of {fmt.block_values} for {qtype}")
+    step = max(1, _CHUNK_VALUES // cols)
     for r0 in range(0, rows, step):  # validate everything before any work
-        finite = np.isfinite(np.asarray(x[r0 : r0 + step], dtype=np.float32)).all(axis=1)
-        if not finite.all():
-            raise ValueError(f"non-finite value (NaN or Inf) in row {r0 + int(np.argmin(finite))}")
+        chunk = x[r0 : r0 + step]
+        for finite, what in (
+            (np.isfinite(chunk).all(axis=1), "non-finite value (NaN or Inf)"),
+            (np.isfinite(_float32(chunk)).all(axis=1), "value beyond float32's range"),
+        ):
+            if not finite.all():
+                raise ValueError(f"{what} in row {r0 + int(np.argmin(finite))}")
 
     out = np.empty((rows, fmt.row_bytes(cols)), dtype=np.uint8)
 
     def work(r0: int) -> int:
-        chunk = np.asarray(x[r0 : r0 + step], dtype=np.float32)
-        out[r0 : r0 + len(chunk)] = fmt.quantizer(chunk).reshape(len(chunk), -1)
+        chunk = _float32(x[r0 : r0 + step])
+        with np.errstate(over="ignore"):  # a scale past float16: _check_scales raises for it
+            out[r0 : r0 + len(chunk)] = fmt.quantizer(chunk).reshape(len(chunk), -1)
         return len(chunk)
 
     show = progress if progress is not None else rows * cols > _AUTO_PROGRESS_VALUES
@@ -64,7 +77,26 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
                 bar.update(n)
     if bar:
         bar.close()
+    _check_scales(out, qtype, cols)
     return out
+
+
+def _float32(values: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # beyond float32: Inf, which the validation reports
+        return np.asarray(values, dtype=np.float32)
+
+
+def _check_scales(out: np.ndarray, qtype: str, cols: int) -> None:
+    """``ValueError`` naming the first row whose blocks came out with a NaN or Inf scale (values
+    too large for the format's float16 scales)."""
+    if len(out) == 0:
+        return
+    report = check_table(Table.from_bytes(out, qtype, cols))
+    if not report.ok:
+        raise ValueError(
+            f"values too large for {qtype}: {report.n_bad_blocks} blocks in {len(report.bad_rows)} rows would "
+            f"have NaN or Inf scales (float16 stops at 65,504); first row {report.bad_rows[0]}"
+        )
 
 
 def _progress_bar(total: int, desc: str):

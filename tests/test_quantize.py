@@ -142,7 +142,14 @@ def test_all_zero_row_round_trips_to_zero():
     [
         (np.zeros(256, np.float32), "Q4_K", "2-D"),
         (np.zeros((2, 100), np.float32), "Q4_K", "multiple of 256"),
-        (np.zeros((2, 48), np.float32), "Q8_0", "cols \\(48\\) must be a multiple of 32 for Q8_0"),
+        (np.zeros((2, 48), np.float32), "Q8_0", "cols \\(48\\) must be a positive multiple of 32 for Q8_0"),
+        (np.zeros((2, 0), np.float32), "Q8_0", "cols \\(0\\) must be a positive multiple"),
+        (np.zeros((1, 32), np.complex64), "Q8_0", "real numbers, got dtype complex64"),
+        (np.full((1, 32), 1e300), "Q8_0", "value beyond float32's range in row 0"),
+        # finite, but past what the format's float16 scales (or values) hold
+        (np.full((2, 32), 1e7, np.float32), "Q8_0", "values too large for Q8_0: 2 blocks in 2 rows"),
+        (np.concatenate([np.zeros((1, 32)), np.full((1, 32), 1e6)]).astype(np.float32), "Q4_0", "first row 1$"),
+        (np.full((1, 32), 7e4, np.float32), "F16", "values too large for F16"),
         (np.where(np.arange(512) == 300, np.nan, 0).astype(np.float32).reshape(2, 256), "Q4_K", "row 1"),
         (np.full((1, 256), np.inf, np.float32), "Q4_K", "row 0"),
         (np.full((1, 32), np.inf, np.float32), "BF16", "row 0"),
