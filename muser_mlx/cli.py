@@ -20,14 +20,20 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
+def _shown(text: str) -> str:
+    """A name from the file as printed: characters a terminal would act on (escape sequences,
+    carriage returns) written as Python escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def inspect(args) -> None:
     with open_gguf(args.file) as f:
         t, fmt = table_tensor(f, args.tensor)
         dims, vocab = t.shape
         values = dims * vocab
         print(f"{f.path}")
-        print(f"  architecture   {f.architecture or '(not set)'}")
-        print(f"  tensor         {t.name}: {t.qtype}, ggml shape [{dims}, {vocab}] (dims, vocab)")
+        print(f"  architecture   {_shown(f.architecture) if f.architecture else '(not set)'}")
+        print(f"  tensor         {_shown(t.name)}: {t.qtype}, ggml shape [{dims}, {vocab}] (dims, vocab)")
         print(
             f"  row            {t.row_bytes:,} bytes = {dims // fmt.block_values} blocks "
             f"of {fmt.block_bytes} bytes ({fmt.block_values} values each)"
@@ -45,12 +51,12 @@ def inspect(args) -> None:
         tensors = gatherable_tensors(f)
         width = max((len(g.qtype) for g in tensors), default=0)  # IQ2_XXS: 7
         for g in tensors:
-            print(f"  {g.name:<32} {g.qtype:<{width}} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
+            print(f"  {_shown(g.name):<32} {g.qtype:<{width}} [{g.dims}, {g.vocab}]  {_mib(g.nbytes)}")
 
 
 def embed(args) -> None:
     emb = Embedding.from_gguf(args.file, args.tensor, DTYPES[args.dtype])
-    rows = emb(np.array(args.ids, dtype=np.int64))
+    rows = emb(args.ids)  # host ids: an id out of range (or past 64 bits) raises IndexError
     if args.out:
         np.save(args.out, np.array(rows.astype(mx.float32)))
         print(f"saved {list(rows.shape)} {args.dtype} rows (as float32) to {args.out}")
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--out", type=Path, help="save to this .npy file instead of printing")
     p.set_defaults(run=embed)
-    p = sub.add_parser("demo", help="quantize, write, memory-map, look up and check a Q4_K table")
+    p = sub.add_parser("demo", help="quantize, write, read back, look up and check a Q4_K table")
     p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
     p.add_argument("--tensor", default="token_embd.weight")
     p.set_defaults(run=demo)

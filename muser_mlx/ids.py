@@ -22,23 +22,33 @@ def check_range(ids: np.ndarray, vocab: int) -> None:
         )
 
 
-def _holds_bool(ids) -> bool:
-    """Whether a Python id or (nested) sequence of them holds a bool: NumPy turns ``[True, 5]``
-    into int64 ``[1, 5]``, so the dtype alone does not tell."""
-    if isinstance(ids, (bool, np.bool_)):
-        return True
-    return isinstance(ids, (list, tuple)) and any(_holds_bool(i) for i in ids)
+def _leaves(ids) -> list:
+    """The items of a Python id or (nested) list or tuple of them that are not lists or tuples,
+    walked without recursion (a deep nesting is NumPy's to refuse)."""
+    leaves, stack = [], [ids]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        else:
+            leaves.append(item)
+    return leaves
 
 
 def host_ids(ids, vocab: int) -> mx.array:
     """Python ints, sequences and NumPy arrays: checked here, returned as ``int32`` ids."""
-    if not isinstance(ids, np.ndarray) and _holds_bool(ids):
+    leaves = None if isinstance(ids, np.ndarray) else _leaves(ids)
+    # NumPy turns [True, 5] into int64 [1, 5]: the dtype alone does not tell
+    if leaves is not None and any(
+        isinstance(i, (bool, np.bool_)) or (isinstance(i, np.ndarray) and i.dtype == np.bool_) for i in leaves
+    ):
         raise TypeError("token ids must be integers, got a bool among them")
     array = np.asarray(ids)
-    if array.size == 0 and array.dtype == np.float64 and not isinstance(ids, np.ndarray):
+    if array.size == 0 and array.dtype == np.float64 and leaves is not None:
         array = array.astype(np.int32)  # [] and [[]] carry no dtype of their own
-    if array.dtype == object and all(isinstance(i, int) and not isinstance(i, bool) for i in array.flat):
-        check_range(array, vocab)  # Python ints beyond int64 / uint64: surely out of range
+    if array.dtype.kind not in "iu" and leaves and all(type(i) is int for i in leaves):
+        # Python ints past int64 (NumPy makes [0, 2**63] float64, [0, 2**64] objects): out of range
+        check_range(np.array(ids, dtype=object), vocab)
     if array.dtype.kind not in "iu":
         raise _not_integers(array.dtype)
     check_range(array, vocab)

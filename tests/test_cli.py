@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 
+from muser_mlx import Table, save_gguf
 from muser_mlx.cli import main
 
 from conftest import fixture, reference
@@ -34,9 +35,21 @@ def test_embed_prints_and_saves(tmp_path, capsys):
 def test_bad_id_and_bad_file_are_one_line_errors(tmp_path, capsys):
     assert main(["embed", str(fixture("tiny-llama-Q4_K_M.gguf")), "--ids", "5000"]) == 1
     assert "token id 5000 at position 0 is out of range" in capsys.readouterr().err
+    assert main(["embed", str(fixture("tiny-llama-Q4_K_M.gguf")), "--ids", "1", str(10**20)]) == 1
+    assert f"token id {10**20} at position 1 is out of range" in capsys.readouterr().err
     (tmp_path / "n.gguf").write_text("hello")
     assert main(["inspect", str(tmp_path / "n.gguf")]) == 1
     assert "not a readable GGUF" in capsys.readouterr().err
+
+
+def test_inspect_prints_names_from_the_file_escaped(tmp_path, capsys):
+    """A tensor name or architecture holding terminal control characters is printed escaped."""
+    table = Table.from_bytes(np.zeros((2, 34), np.uint8), "Q8_0", 32)
+    path = save_gguf(tmp_path / "e.gguf", {"token_embd.weight": table, "evil\x1b[2J\r.weight": table}, {}, "a\x1bb")
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out
+    assert "architecture   a\\x1bb" in out and "evil\\x1b[2J\\r.weight" in out
 
 
 def test_demo_runs_as_a_module():

@@ -105,7 +105,8 @@ def test_non_contiguous_mx_ids(table, x):
 
 def test_python_ints_beyond_64_bits_are_out_of_range(table):
     t, _ = table
-    for ids in (2**70, [1, 2**64], -(2**63) - 1):
+    # NumPy makes [0, 2**63] float64 and [0, 2**64] objects
+    for ids in (2**70, [1, 2**64], -(2**63) - 1, [0, 2**63], [-1, 2**63], [[1], [2**63]]):
         with pytest.raises(IndexError, match="out of range"):
             embedding(t, ids)
 
@@ -232,7 +233,9 @@ def test_any_integer_mx_ids_clamp(table_and_bytes, dtype, values, reverse):
     assert count.item() == int((ids >= t.vocab).sum())
 
 
-@pytest.mark.parametrize("ids", [[True, 5], [5, False], [[1, 2], [3, True]], (2, np.True_)], ids=str)
+@pytest.mark.parametrize(
+    "ids", [[True, 5], [5, False], [[1, 2], [3, True]], (2, np.True_), [np.array([True]), np.array([2])]], ids=str
+)
 def test_bools_among_host_ids(table, ids):
     """NumPy makes [True, 5] an int64 array, so True read row 1 while [True] raised TypeError."""
     t, _ = table
