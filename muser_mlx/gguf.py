@@ -24,7 +24,7 @@ from .errors import GGUFError
 from .formats import FORMATS, Format
 from .gguf_header import TensorInfo, read_header
 from .gguf_io import open_regular
-from .gguf_values import ArrayInfo, StringInfo, parse_array
+from .gguf_values import ArrayInfo, StringInfo, file_changed, parse_array
 from .memory import check_fits
 
 __all__ = [
@@ -95,7 +95,7 @@ class GGUFFile:
             self._read(info.offset, info.nbytes, f"metadata {key!r}"), 0, info.item_type, info.count, where
         )
         if end != info.nbytes:
-            raise GGUFError(f"{where}: its items no longer fit its bytes; the file changed after it was opened")
+            raise file_changed(where)
         return items
 
     @property

@@ -54,7 +54,7 @@ class StringInfo(NamedTuple):
     nbytes: int
 
 
-def _changed(where: str) -> GGUFError:
+def file_changed(where: str) -> GGUFError:
     return GGUFError(f"{where}: its items no longer fit its bytes; the file changed after it was opened")
 
 
@@ -67,7 +67,7 @@ def parse_array(buf: bytearray, at: int, item_type: int, count: int, where: str,
     if scalar is not None:
         end = at + count * scalar.size
         if end > len(buf):
-            raise _changed(where)
+            raise file_changed(where)
         items = np.frombuffer(buf, np.dtype(scalar.format), count, at)
         return (items != 0 if item_type == GGUFValueType.BOOL else items), end
     if (
@@ -75,23 +75,23 @@ def parse_array(buf: bytearray, at: int, item_type: int, count: int, where: str,
         or depth >= MAX_ARRAY_NESTING
         or at + MIN_ITEM_BYTES[item_type] * count > len(buf)
     ):
-        raise _changed(where)
+        raise file_changed(where)
     out: list = []
     if item_type == GGUFValueType.STRING:
         unpack, append, size = U64.unpack_from, out.append, len(buf)
         for _ in range(count):
             if at + 8 > size:
-                raise _changed(where)
+                raise file_changed(where)
             n = unpack(buf, at)[0]
             at += 8
             if at + n > size:
-                raise _changed(where)
+                raise file_changed(where)
             append(buf[at : at + n].decode("utf-8", errors="replace"))
             at += n
         return out, at
     for _ in range(count):
         if at + 12 > len(buf):
-            raise _changed(where)
+            raise file_changed(where)
         inner_type, inner_count = U32.unpack_from(buf, at)[0], U64.unpack_from(buf, at + 4)[0]
         items, at = parse_array(buf, at + 12, inner_type, inner_count, where, depth + 1)
         out.append(items)

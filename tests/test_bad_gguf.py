@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from muser_mlx import GGUFError, Linear, Table, check_table, embedding, gguf_io, member_bytes, memory
 from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
-from muser_mlx.gguf_values import MAX_INLINE_STRING
+from muser_mlx.gguf_values import MAX_ARRAY_NESTING, MAX_INLINE_STRING
 
 from conftest import random_table_bytes, reference
 from gguf_files import (
@@ -173,10 +173,29 @@ def test_bad_alignment(tmp_path, alignment):
     raises_gguf_error(path)
 
 
-def test_deeply_nested_arrays(good):
+def test_items_read_as_arrays(good):
     at = kv_offsets(good, "tokenizer.ggml.tokens")
     patch(good, at["item_type"], "I", gguf.GGUFValueType.ARRAY)  # items "t0".. now read as arrays
     raises_gguf_error(good)
+
+
+@pytest.mark.parametrize("depth", [MAX_ARRAY_NESTING, MAX_ARRAY_NESTING + 1])
+def test_arrays_nested_deeper_than_the_bound(tmp_path, depth):
+    """Arrays of one array each, ``depth`` deep, the innermost empty: well formed, and refused past
+    MAX_ARRAY_NESTING levels (each level a Python frame of the header walk)."""
+    path = tmp_path / "nested.gguf"
+    with RawGGUF(path, n_kv=2, n_tensors=0) as g:
+        g.string("general.architecture", "llama")
+        g.array_header("nested", gguf.GGUFValueType.ARRAY, 1)
+        for _ in range(depth - 2):
+            g.raw(struct.pack("<IQ", gguf.GGUFValueType.ARRAY, 1))
+        g.raw(struct.pack("<IQ", gguf.GGUFValueType.UINT8, 0))
+    if depth <= MAX_ARRAY_NESTING:
+        with open_gguf(path) as f:
+            assert f.metadata["nested"].count == 1
+    else:
+        with pytest.raises(GGUFError, match=f"nests arrays more than {MAX_ARRAY_NESTING} deep"):
+            open_gguf(path)
 
 
 # ------------------------------------------------------------------ tensor infos

@@ -105,8 +105,16 @@ def test_an_array_changed_after_the_open(tmp_path):
     path = tmp_path / "c.gguf"
     w = gguf.GGUFWriter(path, "llama")
     w.add_array("words", ["a", "b"])
+    w.add_array("pairs", [[1, 2], [3, 4]])
     w.write_header_to_file(), w.write_kv_data_to_file(), w.close()
     with open_gguf(path) as f:
+        at = f.metadata["pairs"].offset  # the first inner array: its item type, then its count
+        patch(path, at + 4, "Q", 2**40)
+        with pytest.raises(GGUFError, match="metadata 'pairs': its items no longer fit its bytes"):
+            f.array("pairs")
+        patch(path, at, "I", 99)  # an item type no array has
+        with pytest.raises(GGUFError, match="metadata 'pairs': its items no longer fit its bytes"):
+            f.array("pairs")
         patch(path, f.metadata["words"].offset, "Q", 2**40)  # the first string's length
         with pytest.raises(GGUFError, match="metadata 'words': its items no longer fit its bytes; the file changed"):
             f.array("words")
