@@ -32,8 +32,11 @@ def as_linear(table: Table, x: mx.array, *, backend: str = "auto") -> mx.array:
 
     Lazy, and traceable by ``mx.compile``. The output dtype is x's dtype (as for
     ``mlx.nn.QuantizedEmbedding.as_linear``); the dot products accumulate in float32 from the
-    exact dequantized values on the streamed path, and from the weights rounded to x's dtype on
-    the tiled matrix multiply (float16/bfloat16 x only) and in MLX's matmul of x's dtype on the
+    exact dequantized values on the streamed path (but where it takes the byte dot products: one
+    row of a large quantized table on CUDA, every quantized table on the CPU extension off
+    macOS, with x as integers per run of 16 values, each logit within 2^-21 of the run's largest
+    |x| against |W| for float32 x, 2^-14 for 16-bit x), and from the weights rounded to x's dtype
+    on the tiled matrix multiply (float16/bfloat16 x only) and in MLX's matmul of x's dtype on the
     tiled path (so float16/bfloat16 x sees the weights rounded to its dtype there).
 
     Args:
@@ -124,9 +127,11 @@ class Linear(TableModule):
     :meth:`from_linear` build a filled one.
 
     The output is in x's dtype (float32, float16 or bfloat16) plus the bias's promotion, as
-    ``nn.Linear``; computed by :func:`as_linear` (streamed kernels for few rows of x on a GPU,
-    tiles of dequantized rows and MLX's matmul otherwise, or for a float table of x's dtype MLX's
-    matmul on its bytes as they are), differentiable in x.
+    ``nn.Linear``; computed by :func:`as_linear` (the kernel ``backends.head.choose`` picks by
+    rows of x: streamed kernels for few rows on a GPU, the tiled matrix multiply on CUDA for more,
+    the CPU extension's head at every row count off macOS, else tiles of dequantized rows into MLX's
+    matmul; for a float table of x's dtype, MLX's matmul on its bytes as they are),
+    differentiable in x.
     """
 
     def __init__(

@@ -85,8 +85,8 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     where the device has warpgroup multiplies, ``warpgroups``), dims in whole steps of TILE_K
     values, a grid of at most MAX_THREADS threads (one threadgroup per output tile, no grid
     stride; :func:`tile_mma_threads` a threadgroup) and threadgroups whose buffers the device's
-    shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB do not hold Q8_0's, F16's
-    and BF16's). The shared copy of an IQ grid (format_iq_grid.h, at most 16 KiB) is not counted:
+    shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB hold every format's at 32
+    rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond). The shared copy of an IQ grid (format_iq_grid.h, at most 16 KiB) is not counted:
     no IQ format's buffers come within 16 KiB of 99 KiB."""
     warpgroup = tuning.tile_mma_warpgroup(rows, warpgroups)
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
