@@ -9,7 +9,8 @@
 // to its logit (formats.h: value = scale * (byte - zero) - offset).
 // The frame is matvec.h's stream_logits: one warp per VROWS vocab rows, grid-stride; ROWS rows of
 // x per pass. ByteLanes: per step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2
-// or 4, values i + P q for q < RUNS, P = F::run_pair (formats.h; runs P apart share their bytes),
+// or 4, values i + P q for q < RUNS, P = F::run_pair (formats.h; where it is 16, and for Q4_K,
+// Q5_K and the decodes_runs formats, runs P apart share their bytes),
 // with i = RUNS P (u / 2) + 16 (u % 2) for P 32 and i = RUNS 16 u for P 16 (decodes of 32
 // values); RUNS 1, values i = 16 u. It loads those runs' records once and reuses them for its
 // VROWS table rows.

@@ -10,8 +10,9 @@
 // kernel shares) widened to 16 bits times X in pairs (vpmaddwd) are 8 exact 32-bit sums (PLANES 2:
 // each below 2^24, so exact as floats too; PLANES 3: plane 0 + 256 * plane 1's and plane 2's
 // apart, 65,536 * the second added in float32), multiplied by unit * scale into the row's 8 float
-// sums. The float lanes of the GPUs' byte dot products sum one run at a time; these sum runs k,
-// k + 8, ... in lane k % 8 first: the same exact integer sums, another order of the float32 ones.
+// sums. The float lanes of the GPUs' byte dot products sum one run at a time; here lane k holds
+// products 2k and 2k + 1 of every run (vpmaddwd's pairs), the lanes summed at the end of the pass:
+// the same exact integer sums, another order of the float32 ones.
 // Where a format's two contiguous runs share one decode (formats.h: run_pair 16, contiguous_32) they
 // take one level_bytes<32>.
 // Needs matvec.h and xruns.h; AVX2 (elsewhere the extension's head is matvec.h's FloatLanes).

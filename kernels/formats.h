@@ -23,7 +23,9 @@
 // muser_mantissa_byte, muser_odd_bytes, muser_lane_high_bytes (format_tq1_0.h), muser_load_words,
 // muser_load_words_at2, muser_load_words_at1, muser_load_u16 (and, where it defines
 // MUSER_BYTE_LEVELS, muser_byte_levels; format_value_tables.h: MUSER_TABLE_BYTES,
-// muser_table_bytes; format_f16.h: MUSER_F16_FLOATS, muser_f16_floats).
+// muser_table_bytes, MUSER_TABLE_WORDS, MUSER_TABLE_NIBBLES, muser_table_nibbles; format_f16.h:
+// MUSER_F16_FLOATS, muser_f16_floats; format_iq_grid.h and format_iq_signs.h: MUSER_CONSTANT, and
+// with MUSER_SHARED_GRIDS muser_shared_words, muser_share_words, muser_fill_words).
 #pragma once
 #include "ggml_types.h"
 #include "shapes.h"
@@ -57,12 +59,13 @@ MUSER_FN void bytes_at(P p, MUSER_LOCAL uint32_t* w) {
   }
 }
 
-// A 2-byte-aligned float16 / bfloat16 (the top half of a float32: exact) as float32.
+// A 2-byte-aligned float16 as float32.
 template <typename P>
 MUSER_FN float f16_at(P p) {
   return muser_f16_bits_to_float(uint16_t(muser_load_u16(p)));
 }
 
+// A bfloat16's bits (the top half of a float32: exact) as float32.
 MUSER_FN float bf16_bits_to_float(uint32_t bits) {
   return muser_f32_bits_to_float(bits << 16);
 }
@@ -108,7 +111,8 @@ struct Format;
 // run_pair: the distance between the two runs of 16 values a lane of kernels/bytedot.h decodes
 // together, 32 (Q4_K's and Q5_K's qs bytes hold values i and i + 32), or 16 where runs j and
 // j + 16 share their bytes and one scale, and level_bytes<32> decodes the two at once
-// (format_half_nibbles.h's formats; IQ2_XXS, IQ3_XXS, IQ3_S and IQ1_S, whose 32-value sub-blocks
+// (format_half_nibbles.h's formats but NVFP4, whose runs j and j + 16 are sub-blocks of their own
+// scale; IQ2_XXS, IQ3_XXS, IQ3_S and IQ1_S, whose 32-value sub-blocks
 // hold one scale and the fields of both). decodes_runs: the format's run_levels<RUNS>(row, i, w,
 // a) gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in
 // a[q], for paired runs that share fields nvcc would load twice, once per level_bytes

@@ -8,8 +8,8 @@ enum { muser_warp_lanes = 1 };  // kernels/matvec.h: warp_lanes
 
 inline float muser_sum(float v) { return v; }
 
-// matvec.h's dot product of a run: sum over k < N of a[k] * b[k], 8 products per vector op on AVX2
-// or NEON (a different order of the float32 sums than the GPUs' one-lane loop).
+// matvec.h's dot product of a run: sum over k < N of a[k] * b[k], 8 products per vector op on AVX2,
+// 4 on NEON (a different order of the float32 sums than the GPUs' one-lane loop).
 #define MUSER_DOT
 template <int N>
 inline float muser_dot(const float* a, const float* b) {

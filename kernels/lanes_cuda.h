@@ -1,5 +1,6 @@
-// The CUDA dialect's operations for the LM heads (matvec.h, xruns.h, bytedot.h, mma.h), after
-// prelude_cuda.h: cross-lane sums, loads of x, byte dot products and the matrix unit.
+// The CUDA dialect's operations for the LM heads (matvec.h, xruns.h, bytedot.h, mma.h, tile_mma.h),
+// after prelude_cuda.h: cross-lane sums, loads of x, byte dot products, the matrix units and the
+// asynchronous copies.
 #pragma once
 
 MUSER_FN uint32_t muser_float_bits(float v) { return __float_as_uint(v); }

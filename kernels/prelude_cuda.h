@@ -17,12 +17,12 @@ MUSER_FN const uint8_t* muser_bytes(const T* p) { return reinterpret_cast<const 
 
 // 0x4B000000 | byte k of w (k = 0..3): the byte in the mantissa of 2^23, one byte permute (PRMT).
 MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w, 0x4B000000u, 0x7540u | k); }
-// Bytes 1 and 3 of w as bytes 0 and 2 of 16-bit lanes (formats.h: trits), and byte 1 of each
+// Bytes 1 and 3 of w as bytes 0 and 2 of 16-bit lanes (format_tq1_0.h: trits), and byte 1 of each
 // 16-bit lane of even and odd as bytes 0, 2 and 1, 3: one byte permute each.
 MUSER_FN uint32_t muser_odd_bytes(uint32_t w) { return __byte_perm(w, 0u, 0x4341u); }
 MUSER_FN uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) { return __byte_perm(even, odd, 0x7351u); }
 
-// A table row of whole 4-byte words, as its start and a byte offset into it (bytedot.h's rows
+// A table row of whole 4-byte words, as its start and a byte offset into it (bytedot.h's and mma.h's rows
 // where a format's blocks are not whole words): where a load lies off a word boundary is then a
 // function of the offset, the same for each of a warp's rows, not worked out again per row from a
 // 64-bit address (TQ2_0's loop: 738 PTX instructions per step of 8 rows against 855;
@@ -123,10 +123,10 @@ MUSER_FN void muser_load_words_at1(P p, uint32_t* w) {
 template <typename P>
 MUSER_FN uint32_t muser_load_u16(P p) { return *reinterpret_cast<const uint16_t*>(muser_address(p)); }
 
-// format_value_tables.h's table_lookup, a word of 4 bytes (each below 16) per 3 byte permutes
-// (PRMT), ggml's get_int_from_table_16: the bytes packed into the nibbles of a selector pick
-// their entries from each 8-byte half of the table lo | hi << 64, and bit 3 of each byte picks
-// the half. The shared loop spends about 12 instructions per byte on 64-bit shifts.
+// format_value_tables.h's table_lookup, a word of 4 bytes (each below 16) per 4 byte permutes
+// (PRMT; one packs the selector), after ggml's get_int_from_table_16: the bytes packed into the
+// nibbles of a selector pick their entries from each 8-byte half of the table lo | hi << 64, and
+// bit 3 of each byte picks the half. The shared loop spends about 12 instructions per byte on 64-bit shifts.
 #define MUSER_TABLE_BYTES
 #define MUSER_TABLE_WORDS 1
 template <int WORDS>
