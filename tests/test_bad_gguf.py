@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from muser_mlx import GGUFError, Linear, Table, check_table, embedding, gguf_io, member_bytes, memory
 from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
+from muser_mlx.gguf_header import MAX_NAME
 from muser_mlx.gguf_values import MAX_ARRAY_NESTING, MAX_INLINE_STRING
 
 from conftest import random_table_bytes, reference
@@ -222,6 +223,42 @@ def test_overlapping_tensors(good):
     # output_norm.weight's bytes moved onto token_embd.weight's: gguf-py accepts this
     patch(good, tensor_info_offsets(good, "output_norm.weight")["offset"], "Q", 0)
     raises_gguf_error(good, "overlap")
+
+
+def test_tensors_overlapping_by_one_byte(tmp_path):
+    """At alignment 1 a tensor may start anywhere: one that starts at the last byte of another
+    overlaps it, and one that starts right after it does not."""
+    for start, overlaps in ((15, True), (16, False)):
+        path = tmp_path / f"o{start}.gguf"
+        with RawGGUF(path, n_kv=2, n_tensors=2) as g:
+            g.string("general.architecture", "llama")
+            g.key("general.alignment", gguf.GGUFValueType.UINT32)
+            g.raw(struct.pack("<I", 1))
+            g.tensor_info("a.weight", (4,), gguf.GGMLQuantizationType.F32, 0)
+            g.tensor_info("b.weight", (4,), gguf.GGMLQuantizationType.F32, start)
+            g.data(bytes(32), alignment=1)
+        if overlaps:
+            with pytest.raises(GGUFError, match=r"'b.weight''s bytes .* overlap tensor 'a.weight'"):
+                open_gguf(path)
+        else:
+            with open_gguf(path) as f:
+                assert f.tensors["b.weight"].offset - f.tensors["a.weight"].offset == 16
+
+
+def test_names_of_at_most_64_kib(tmp_path):
+    """A key of MAX_NAME bytes is read; one byte more is refused before it is read."""
+    for n, ok in ((MAX_NAME, True), (MAX_NAME + 1, False)):
+        path = tmp_path / f"k{n}.gguf"
+        with RawGGUF(path, n_kv=2, n_tensors=0) as g:
+            g.string("general.architecture", "llama")
+            g.key("k" * n, gguf.GGUFValueType.UINT8)
+            g.raw(b"\x01")
+        if ok:
+            with open_gguf(path) as f:
+                assert f.metadata["k" * n] == 1
+        else:
+            with pytest.raises(GGUFError, match=f"is {n} bytes long; at most {MAX_NAME} are allowed"):
+                open_gguf(path)
 
 
 def test_duplicated_tensor_names(tmp_path):

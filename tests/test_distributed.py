@@ -42,7 +42,7 @@ from muser_mlx import (
 )
 from muser_mlx.backends import _GPU_BACKEND
 from muser_mlx.distributed import gather_columns
-from muser_mlx.member_bytes import vocab_rows
+from muser_mlx.member_bytes import byte_pieces, vocab_rows
 
 from conftest import FIXTURES, random_table_bytes, subprocess_env, tables
 
@@ -285,6 +285,16 @@ def test_vocab_rows_cover_the_table_once(vocab, size):
     assert rows[0][0] == 0 and rows[-1][1] == vocab
     assert all(a[1] == b[0] for a, b in itertools.pairwise(rows))
     assert all(stop - start == -(-vocab // size) for start, stop in rows[:-1])
+
+
+def test_byte_pieces_are_whole_blocks():
+    """A member's input features -> bytes of each row: whole Q4_K blocks map to their bytes; a
+    piece that ends or starts inside a block is refused."""
+    q4k = muser_mlx.FORMATS["Q4_K"]
+    assert byte_pieces([(0, 512), (768, 1024)], q4k, "w") == [(0, 288), (432, 576)]
+    for piece in ((0, 576), (128, 512)):
+        with pytest.raises(ValueError, match=r"w: the input features .* not a whole number of Q4_K blocks of 256"):
+            byte_pieces([piece], q4k, "w")
 
 
 @pytest.mark.parametrize("vocab, size", [(5, 4), (3, 5), (9, 4)])

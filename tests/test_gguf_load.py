@@ -66,6 +66,43 @@ def test_save_gguf_leaves_the_file_there_as_it_was(tmp_path, q4k_table, metadata
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.gguf"]
 
 
+def test_save_gguf_leaves_no_partial_file_when_the_write_fails(tmp_path, q4k_table, monkeypatch):
+    """A failure while the tensors are written (a full disk, say): the file at the path is the one
+    before, whole, and the partial file beside it is gone."""
+    table, _ = q4k_table
+    path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table})
+    before = path.read_bytes()
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(gguf.GGUFWriter, "write_tensors_to_file", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        save_gguf(path, {"token_embd.weight": table})
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.gguf"]
+
+
+def test_save_gguf_metadata_types_and_limits(tmp_path, q4k_table):
+    """Ints below 2**32 go as uint32, others as int64; float infinities and the ends of float32's
+    range are written and read back as they are."""
+    table, _ = q4k_table
+    values = {"u": 2**32 - 1, "i": 2**32, "neg": -(2**63), "inf": float("inf"), "ninf": -float("inf"), "big": 3.4e38}
+    path = save_gguf(tmp_path / "m.gguf", {"token_embd.weight": table}, values)
+    fields = gguf.GGUFReader(path).fields
+    types = {key: fields[key].types[0] for key in values}
+    assert types == {
+        "u": gguf.GGUFValueType.UINT32,
+        "i": gguf.GGUFValueType.INT64,
+        "neg": gguf.GGUFValueType.INT64,
+        "inf": gguf.GGUFValueType.FLOAT32,
+        "ninf": gguf.GGUFValueType.FLOAT32,
+        "big": gguf.GGUFValueType.FLOAT32,
+    }
+    read = {key: fields[key].parts[fields[key].data[0]][0] for key in values}
+    assert read["u"] == 2**32 - 1 and read["i"] == 2**32 and read["neg"] == -(2**63)
+    assert read["inf"] == np.inf and read["ninf"] == -np.inf and np.isclose(read["big"], 3.4e38)
+
+
 def q4k(vocab=4, dims=256):
     return random_table_bytes(np.random.default_rng(0), "Q4_K", vocab, dims), "Q4_K"
 

@@ -184,6 +184,11 @@ def test_from_bytes_rejects_wrong_shapes():
         Table.from_bytes([[0] * 34], "Q8_0", 32)
     with pytest.raises(ValueError, match=r"dims 32.0 is not"):
         Table.from_bytes(np.zeros((1, 34), np.uint8), "Q8_0", 32.0)
+    for shape in ((0, 34), (4, 34, 1), (34,)):  # no rows; not 2-D
+        with pytest.raises(
+            ValueError, match=rf"must be uint8 \[vocab >= 1, 34\], got uint8 \[{', '.join(map(str, shape))}\]"
+        ):
+            Table.from_bytes(np.zeros(shape, np.uint8), "Q8_0", 32)
 
 
 def test_a_table_built_directly_holds_the_rows_it_claims():

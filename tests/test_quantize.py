@@ -148,7 +148,11 @@ def test_all_zero_row_round_trips_to_zero():
         (np.full((1, 32), 1e300), "Q8_0", "value beyond float32's range in row 0"),
         # finite, but past what the format's float16 scales (or values) hold
         (np.full((2, 32), 1e7, np.float32), "Q8_0", "values too large for Q8_0: 2 blocks in 2 rows"),
-        (np.concatenate([np.zeros((1, 32)), np.full((1, 32), 1e6)]).astype(np.float32), "Q4_0", "first row 1$"),
+        (
+            np.where(np.arange(4)[:, None] % 2, 1e6, 0.0) * np.ones((4, 32)),
+            "Q4_0",
+            "2 blocks in 2 rows .* first row 1$",
+        ),
         (np.full((1, 32), 7e4, np.float32), "F16", "values too large for F16"),
         (np.where(np.arange(512) == 300, np.nan, 0).astype(np.float32).reshape(2, 256), "Q4_K", "row 1"),
         (np.full((1, 256), np.inf, np.float32), "Q4_K", "row 0"),
@@ -160,6 +164,11 @@ def test_all_zero_row_round_trips_to_zero():
 def test_rejects_bad_input(x, qtype, message):
     with pytest.raises(ValueError, match=message):
         quantize(x, qtype)
+
+
+def test_no_rows_quantize_to_no_blocks():
+    assert quantize(np.zeros((0, 256), np.float32)).shape == (0, 144)
+    assert quantize(np.zeros((0, 32), np.float32), "Q8_0").dtype == np.uint8
 
 
 # ---------------------------------------------------------------- the other types
