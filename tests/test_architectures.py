@@ -38,9 +38,10 @@ def byte_level_alphabet() -> list[str]:
     return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
 
 
-def write_qwen(path, arch: str, tied: bool, seed: int = 0):
+def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2"):
     """A 2-layer qwen2/qwen3 GGUF of Q8_0 projections and F32 norms and biases; returns
-    {mlx-lm parameter name: float32 array} of what gguf-py dequantizes it to."""
+    {mlx-lm parameter name: float32 array} of what gguf-py dequantizes it to. ``skip``: tensor
+    names left out; ``more(writer)`` adds keys or tensors; ``pre``: tokenizer.ggml.pre."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
     w.add_block_count(2)
@@ -56,7 +57,7 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0):
     tokens = alphabet + ["Ġt", "he", "Ġthe", "<|endoftext|>"]
     tokens += [f"tok{i}" for i in range(VOCAB - len(tokens))]
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_types([3 if t == "<|endoftext|>" else 1 for t in tokens])
     w.add_token_merges(["Ġ t", "h e", "Ġt he"])
@@ -65,13 +66,15 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0):
 
     def matrix(name, hf, rows, cols):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
-        w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        reference[hf] = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0)
+        if name not in skip:
+            w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            reference[hf] = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0)
 
     def vector(name, hf, n, offset=0.0):
         v = (offset + rng.normal(0, 0.1, n)).astype(np.float32)
-        w.add_tensor(name, v)
-        reference[hf] = v
+        if name not in skip:
+            w.add_tensor(name, v)
+            reference[hf] = v
 
     matrix("token_embd.weight", "model.embed_tokens.weight", VOCAB, HIDDEN)
     if not tied:
@@ -94,6 +97,8 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0):
             (("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM)) if arch == "qwen3" else ()
         ):
             vector(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", n, 1.0)
+    if more is not None:
+        more(w)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -163,3 +168,132 @@ def test_a_tensor_of_the_wrong_shape_is_a_gguf_error(tmp_path):
         match=r"tensor 'blk\.\d\.ffn_\w+\.weight' has shape \[\d+, \d+\]; the model's .*mlp.* needs \[\d+, \d+\]",
     ):
         muser_mlx.load(tmp_path / "wide.gguf")
+
+
+def no_weight_read(monkeypatch):
+    """Fail any read of a 2-D tensor: an error must come before the weights are read."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a weight was read before the error")
+
+    monkeypatch.setattr(muser_mlx.member_bytes, "read", refuse)
+
+
+def test_tensors_the_model_has_no_place_for(tmp_path, monkeypatch):
+    """A block past the block count, and a norm of another length, are GGUFErrors naming the file
+    and the tensors before any weight is read; a tensor the model needs and the file lacks is one
+    naming the file once the rest are read."""
+    extra = lambda w: w.add_tensor("blk.2.attn_norm.weight", np.ones(HIDDEN, np.float32))  # noqa: E731
+    write_qwen(tmp_path / "extra.gguf", "qwen3", tied=True, more=extra)
+    write_qwen(
+        tmp_path / "short.gguf",
+        "qwen3",
+        tied=True,
+        skip=("blk.1.ffn_norm.weight",),
+        more=lambda w: w.add_tensor("blk.1.ffn_norm.weight", np.ones(HIDDEN - 1, np.float32)),
+    )
+    write_qwen(tmp_path / "missing.gguf", "qwen3", tied=True, skip=("blk.1.ffn_down.weight",))
+    with monkeypatch.context() as m:
+        no_weight_read(m)
+        with pytest.raises(muser_mlx.GGUFError, match=r"extra.gguf: tensors blk.2.attn_norm.weight have no place"):
+            muser_mlx.load(tmp_path / "extra.gguf")
+        with pytest.raises(
+            muser_mlx.GGUFError,
+            match=rf"short.gguf: .*blk.1.ffn_norm.weight \[{HIDDEN - 1}\] \(the model's .*post_attention_layernorm.weight: \[{HIDDEN}\]\)",
+        ):
+            muser_mlx.load(tmp_path / "short.gguf")
+    with pytest.raises(muser_mlx.GGUFError, match=r"(?s)missing.gguf: its tensors do not fill mlx-lm's qwen3 model: Missing 1 parameters.*layers.1.mlp.down_proj"):
+        muser_mlx.load(tmp_path / "missing.gguf")
+
+
+@pytest.mark.parametrize(
+    "more, message",
+    [
+        (lambda w: w.add_tokenizer_model("bert"), "tokenizer.ggml.model is 'bert'"),
+        (lambda w: w.add_uint32("tokenizer.ggml.bos_token_id", 10**6), "tokenizer.ggml.bos_token_id 1000000 is no id"),
+        (lambda w: w.add_float32("tokenizer.ggml.bos_token_id", 1.0), "tokenizer.ggml.bos_token_id 1.0 is no id"),
+    ],
+)
+def test_a_bad_vocabulary_is_refused_before_any_weight_is_read(tmp_path, monkeypatch, more, message):
+    path = tmp_path / "v.gguf"
+    write_qwen(path, "qwen3", tied=True, more=more)
+    no_weight_read(monkeypatch)
+    with pytest.raises(muser_mlx.GGUFError, match=f"v.gguf: {message}"):
+        muser_mlx.load(path)
+
+
+def test_an_unknown_pre_tokenizer_names_the_file(tmp_path, monkeypatch):
+    write_qwen(tmp_path / "p.gguf", "qwen3", tied=True, pre="not-a-pre-tokenizer")
+    no_weight_read(monkeypatch)
+    with pytest.raises(muser_mlx.GGUFError, match=r"p.gguf: tokenizer.ggml.pre 'not-a-pre-tokenizer' is not supported"):
+        muser_mlx.load(tmp_path / "p.gguf")
+
+
+def test_llama_bpe_vocabularies_take_a_bos_unless_told_otherwise(tmp_path):
+    """llama.cpp's llama-vocab.cpp: add_bos true for llama3 / llama-bpe pre-tokenizers, false for
+    the other gpt2 ones, the file's add_bos_token over both."""
+    from muser_mlx.gguf import open_gguf
+    from muser_mlx.lm.tokenizer import Vocab
+
+    for pre, more, bos in (
+        ("llama-bpe", None, True),
+        ("llama3", None, True),
+        ("qwen2", None, False),
+        ("llama-bpe", lambda w: w.add_add_bos_token(False), False),
+    ):
+        path = tmp_path / f"{pre}{bos}.gguf"
+        write_qwen(path, "qwen3", tied=True, pre=pre, more=more)
+        with open_gguf(path) as f:
+            assert Vocab.from_gguf(f).add_bos is bos, (pre, more)
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("qwen3.attention.head_count", 0, "qwen3.attention.head_count is 0; a positive integer"),
+        ("qwen3.block_count", -1, "qwen3.block_count is -1; a positive integer"),
+        ("qwen3.feed_forward_length", 1.5, "qwen3.feed_forward_length is 1.5; a positive integer"),
+    ],
+)
+def test_sizes_are_positive_integers(tmp_path, key, value, message):
+    path = tmp_path / "s.gguf"
+    adders = {int: gguf.GGUFWriter.add_int32, float: gguf.GGUFWriter.add_float32}
+    write_qwen(path, "qwen3", tied=True, more=lambda w: w.kv_data[0].pop(key) and adders[type(value)](w, key, value))
+    with pytest.raises(muser_mlx.GGUFError, match=message):
+        muser_mlx.load(path)
+
+
+def test_per_layer_head_counts_of_one_value_and_rope_scaling_as_llama_cpp(tmp_path):
+    """head_count_kv as an array of one value per layer reads as that value; a rope scaling factor
+    without a type is linear, as llama.cpp defaults it, and the older rope.scale_linear is read."""
+    from muser_mlx.gguf import open_gguf
+    from muser_mlx.lm.architectures import ARCHITECTURES, Metadata
+
+    def more(w):
+        w.kv_data[0].pop("qwen3.attention.head_count_kv")
+        w.add_array("qwen3.attention.head_count_kv", [KV_HEADS, KV_HEADS])
+        w.add_float32("qwen3.rope.scaling.factor", 4.0)
+
+    write_qwen(tmp_path / "a.gguf", "qwen3", tied=True, more=more)
+    write_qwen(tmp_path / "b.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scale_linear", 2.0))
+    arch = ARCHITECTURES["qwen3"]
+    with open_gguf(tmp_path / "a.gguf") as f:
+        args = arch.args(Metadata(f, "qwen3"))
+    assert args["num_key_value_heads"] == KV_HEADS and args["rope_scaling"] == {"type": "linear", "factor": 4.0}
+    with open_gguf(tmp_path / "b.gguf") as f:
+        assert arch.args(Metadata(f, "qwen3"))["rope_scaling"] == {"type": "linear", "factor": 2.0}
+
+
+def test_a_group_that_splits_a_head_is_refused(tmp_path):
+    """4 attention heads and 2 key-value heads over 4 members: each would hold half a KV head."""
+    write_qwen(tmp_path / "h.gguf", "qwen3", tied=True)
+
+    class Four:
+        def size(self):
+            return 4
+
+        def rank(self):
+            return 0
+
+    with pytest.raises(ValueError, match="4 attention heads and 2 key-value heads cannot be split over 4 members"):
+        muser_mlx.load(tmp_path / "h.gguf", group=Four())

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GGUFError
+from ..gguf_values import ArrayInfo
 
 # GGUF block tensor -> mlx-lm module path inside ``model.layers.N`` (llama.cpp's LLM_TENSOR_NAMES,
 # gguf-py's TensorNameMap), shared by every architecture here.
@@ -65,12 +66,26 @@ class Metadata:
             raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is missing; {self.arch} models need it")
         return value
 
+    def count(self, key: str, default: int | None = None) -> int:
+        """A size: ``need(key)`` (or ``default`` where absent), a positive integer, or a per-layer
+        array of one value (as llama.cpp writes head counts); else ``GGUFError`` naming it."""
+        value = self.need(key) if default is None else self.get(key, default)
+        if isinstance(value, ArrayInfo):
+            value = self.f.array(f"{self.arch}.{key}")
+        if isinstance(value, np.ndarray) and value.size and (value == value.flat[0]).all():
+            value = value.flat[0]
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; a positive integer is needed")
+        return int(value)
+
     def common(self) -> dict:
         if "token_embd.weight" not in self.f.tensors:
             raise GGUFError(f"{self.f.path}: no token_embd.weight; a {self.arch} model needs its token embedding")
-        heads = self.need("attention.head_count")
-        hidden = self.need("embedding_length")
-        head_dim = self.get("attention.key_length", hidden // heads)
+        heads = self.count("attention.head_count")
+        hidden = self.count("embedding_length")
+        if hidden < heads:
+            raise GGUFError(f"{self.f.path}: {self.arch}.embedding_length {hidden} is less than its {heads} heads")
+        head_dim = self.count("attention.key_length", hidden // heads)
         rope_dims = self.get("rope.dimension_count", head_dim)
         if rope_dims != head_dim:
             raise GGUFError(
@@ -79,29 +94,35 @@ class Metadata:
             )
         args = {
             "hidden_size": hidden,
-            "num_hidden_layers": self.need("block_count"),
-            "intermediate_size": self.need("feed_forward_length"),
+            "num_hidden_layers": self.count("block_count"),
+            "intermediate_size": self.count("feed_forward_length"),
             "num_attention_heads": heads,
-            "num_key_value_heads": self.get("attention.head_count_kv", heads),
+            "num_key_value_heads": self.count("attention.head_count_kv", heads),
             "head_dim": head_dim,
             "rms_norm_eps": self.need("attention.layer_norm_rms_epsilon"),
             "vocab_size": self.f.tensors["token_embd.weight"].shape[1],
             "max_position_embeddings": self.get("context_length", 4096),
             "tie_word_embeddings": "output.weight" not in self.f.tensors,
         }
-        scaling = self.get("rope.scaling.type")
-        if scaling == "linear":
-            args["rope_scaling"] = {"type": "linear", "factor": self.need("rope.scaling.factor")}
-        elif scaling not in (None, "none"):
+        # llama.cpp: the type linear unless named, the factor rope.scaling.factor or else the older
+        # rope.scale_linear, none where it is 0 or 1
+        scaling = self.get("rope.scaling.type", "linear")
+        factor = self.get("rope.scaling.factor", self.get("rope.scale_linear", 0.0))
+        if scaling not in ("linear", "none"):
             raise GGUFError(f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear is)")
+        if scaling == "linear" and factor not in (0.0, 1.0):
+            args["rope_scaling"] = {"type": "linear", "factor": factor}
         return args
 
 
+# llama.cpp's rope base where a file names none, for every architecture (rope_freq_base_train)
+ROPE_BASE = 10000.0
+
+
 def _llama(m: Metadata) -> dict:
-    # llama.cpp's default rope base for llama when the file names none: 10000
     return {
         **m.common(),
-        "rope_theta": m.get("rope.freq_base", 10000.0),
+        "rope_theta": m.get("rope.freq_base", ROPE_BASE),
         "attention_bias": "blk.0.attn_q.bias" in m.f.tensors,
         "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors,
     }
@@ -117,7 +138,7 @@ def _qwen2(m: Metadata) -> dict:
 
 
 def _qwen3(m: Metadata) -> dict:
-    return {**m.common(), "rope_theta": m.get("rope.freq_base", 1000000.0)}
+    return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
 
 
 # Gemma 3 values llama.cpp hard-codes (llama-model.cpp, LLM_ARCH_GEMMA3) rather than reads:
@@ -127,7 +148,7 @@ GEMMA3_27B_LAYERS = 62  # LLM_TYPE_27B, whose attention scale is 1/sqrt(hidden /
 
 
 def _gemma3(m: Metadata) -> dict:
-    args = {**m.common(), "rope_theta": m.get("rope.freq_base", 1000000.0)}
+    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
     # f_attention_scale: 1/sqrt(head_dim), except 1/sqrt(hidden / heads) for the 27B model
     query_pre_attn_scalar = args["head_dim"]
     if args["num_hidden_layers"] == GEMMA3_27B_LAYERS:
@@ -152,7 +173,7 @@ ARCHITECTURES = {
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
-        # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w). Four norms per block.
+        # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): six a block, Q and K norms among them.
         Architecture(
             "gemma3",
             "gemma3_text",

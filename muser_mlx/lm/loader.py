@@ -10,7 +10,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 from mlx import nn
-from mlx.utils import tree_unflatten
+from mlx.utils import tree_flatten, tree_unflatten
 
 from .. import member_bytes
 from ..embedding import Embedding
@@ -61,19 +61,26 @@ def load(
     with open_gguf(path) as f:
         arch = architecture(f)
         args = {**arch.args(Metadata(f, arch.gguf)), "model_type": arch.model_type}
+        tokenizer = tokenizer_wrapper(Vocab.from_gguf(f))  # its errors before any weight is read
+        if group is not None:
+            _check_heads(f.path, args, group.size())
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
         use_gguf_modules(model, gguf_tensors(f, arch), dtype, backend, f.path)
         if group is not None:
             shard(model, group)
-        weights = model.sanitize(gguf_weights(f, arch, args, member_parts(model)))
+        parts = member_parts(model)
+        _check_places(f, arch, model, parts)
+        weights = model.sanitize(gguf_weights(f, arch, args, parts))
         weights["model.embed_tokens.dtype"] = mx.zeros((0,), dtype)
-        model.load_weights(list(weights.items()), strict=True)
+        try:
+            model.load_weights(list(weights.items()), strict=True)
+        except ValueError as e:  # a parameter the file does not hold
+            raise GGUFError(f"{f.path}: its tensors do not fill mlx-lm's {arch.model_type} model: {e}") from e
         del weights
         model.set_dtype(dtype)
         model.model.embed_tokens.tied = f.tied
-        tokenizer = tokenizer_wrapper(Vocab.from_gguf(f))
     if adapter_path is not None:
         from mlx_lm.utils import load_adapters
 
@@ -102,6 +109,34 @@ def _places(f, arch: Architecture):
     if unused:
         raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
     return places
+
+
+def _check_heads(path: Path, args: dict, members: int) -> None:
+    """``ValueError`` unless every member of ``members`` can hold whole attention and key-value
+    heads (mlx-lm splits attention by heads; llama's Q/K rows are unpermuted head by head)."""
+    heads, kv_heads = args["num_attention_heads"], args["num_key_value_heads"]
+    if heads % members or kv_heads % members:
+        raise ValueError(
+            f"{path}: {heads} attention heads and {kv_heads} key-value heads cannot be split over {members} "
+            "members: each must hold whole heads"
+        )
+
+
+def _check_places(f, arch: Architecture, model: nn.Module, parts: dict) -> None:
+    """``GGUFError`` naming each tensor of ``f`` that is no parameter of ``model`` (a block past
+    its block count, say), or a 1-D one whose length is not the parameter's, before any is read."""
+    params = dict(tree_flatten(model.parameters()))
+    unplaced, misfit = [], []
+    for name, info, _, path, what in _places(f, arch):
+        param = params.get(f"{path}.{what}")
+        if param is None:
+            unplaced.append(name)
+        elif len(info.shape) == 1 and path not in parts and param.shape != tuple(info.shape):
+            misfit.append(f"{name} {list(info.shape)} (the model's {path}.{what}: {list(param.shape)})")
+    if unplaced:
+        raise GGUFError(f"{f.path}: tensors {', '.join(unplaced)} have no place in mlx-lm's {arch.model_type} model")
+    if misfit:
+        raise GGUFError(f"{f.path}: tensors of another length than the model's: {'; '.join(misfit)}")
 
 
 def gguf_tensors(f, arch: Architecture) -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from gguf import TokenType
 
 from ..errors import GGUFError
@@ -31,7 +32,10 @@ PRE_TOKENIZERS = {
     "qwen2": _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
 }
 PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["default"]
-PRE_TOKENIZERS["smaug-bpe"] = PRE_TOKENIZERS["llama-bpe"]
+for _name in ("llama3", "llama-v3", "smaug-bpe"):  # llama.cpp's names of the llama-bpe expression
+    PRE_TOKENIZERS[_name] = PRE_TOKENIZERS["llama-bpe"]
+# The pre-tokenizers whose vocabularies llama.cpp gives a BOS unless add_bos_token says otherwise
+BOS_BY_DEFAULT = ("llama3", "llama-v3", "llama-bpe")
 
 
 @dataclass
@@ -62,6 +66,13 @@ class Vocab:
             raise GGUFError(
                 f"{f.path}: tokenizer.ggml.model is {model!r}; supported: 'llama' (SentencePiece), 'gpt2' (BPE)"
             )
+        if "tokenizer.ggml.tokens" not in f.metadata:
+            raise GGUFError(f"{f.path}: no tokenizer.ggml.tokens; a model needs its vocabulary")
+        pre = f.get("tokenizer.ggml.pre", "default")
+        if model == "gpt2" and pre not in PRE_TOKENIZERS:
+            raise GGUFError(
+                f"{f.path}: tokenizer.ggml.pre {pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
+            )
         tokens = list(f.array("tokenizer.ggml.tokens"))
         n = len(tokens)
         types = (
@@ -80,9 +91,11 @@ class Vocab:
 
         def special(name):
             value = f.get(f"tokenizer.ggml.{name}_token_id")
-            if value is not None and not 0 <= value < n:
-                raise GGUFError(f"{f.path}: tokenizer.ggml.{name}_token_id {value} is outside the {n} tokens")
-            return value
+            if value is None:
+                return None
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+                raise GGUFError(f"{f.path}: tokenizer.ggml.{name}_token_id {value!r} is no id of the {n} tokens")
+            return int(value)
 
         spm = model == "llama"
         return cls(
@@ -91,12 +104,12 @@ class Vocab:
             types,
             scores,
             merges,
-            f.get("tokenizer.ggml.pre", "default"),
+            pre,
             special("bos"),
             special("eos"),
             special("unknown"),
             special("padding"),
-            bool(f.get("tokenizer.ggml.add_bos_token", spm)),
+            bool(f.get("tokenizer.ggml.add_bos_token", spm or pre in BOS_BY_DEFAULT)),
             bool(f.get("tokenizer.ggml.add_eos_token", False)),
             bool(f.get("tokenizer.ggml.add_space_prefix", spm)),
             f.get("tokenizer.chat_template"),
@@ -143,8 +156,8 @@ def build_tokenizer(vocab: Vocab):
         steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
         tok.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if vocab.add_space_prefix else []))
     else:
-        if vocab.pre not in PRE_TOKENIZERS:
-            raise GGUFError(
+        if vocab.pre not in PRE_TOKENIZERS:  # Vocab.from_gguf refuses it, naming the file
+            raise ValueError(
                 f"tokenizer.ggml.pre {vocab.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
         merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
