@@ -202,7 +202,10 @@ def test_tensors_the_model_has_no_place_for(tmp_path, monkeypatch):
             match=rf"short.gguf: .*blk.1.ffn_norm.weight \[{HIDDEN - 1}\] \(the model's .*post_attention_layernorm.weight: \[{HIDDEN}\]\)",
         ):
             muser_mlx.load(tmp_path / "short.gguf")
-    with pytest.raises(muser_mlx.GGUFError, match=r"(?s)missing.gguf: its tensors do not fill mlx-lm's qwen3 model: Missing 1 parameters.*layers.1.mlp.down_proj"):
+    with pytest.raises(
+        muser_mlx.GGUFError,
+        match=r"(?s)missing.gguf: its tensors do not fill mlx-lm's qwen3 model: Missing 1 parameters.*layers.1.mlp.down_proj",
+    ):
         muser_mlx.load(tmp_path / "missing.gguf")
 
 
