@@ -58,6 +58,12 @@ class Vocab:
     add_space_prefix: bool = True
     chat_template: str | None = None
 
+    def __post_init__(self):
+        if self.model == "gpt2" and self.pre not in PRE_TOKENIZERS:
+            raise ValueError(
+                f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
+            )
+
     @classmethod
     def from_gguf(cls, f) -> Vocab:
         """From an open GGUF file (``muser_mlx.gguf.GGUFFile``); ``GGUFError`` without a vocabulary."""
@@ -69,10 +75,6 @@ class Vocab:
         if "tokenizer.ggml.tokens" not in f.metadata:
             raise GGUFError(f"{f.path}: no tokenizer.ggml.tokens; a model needs its vocabulary")
         pre = f.get("tokenizer.ggml.pre", "default")
-        if model == "gpt2" and pre not in PRE_TOKENIZERS:
-            raise GGUFError(
-                f"{f.path}: tokenizer.ggml.pre {pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
-            )
         tokens = list(f.array("tokenizer.ggml.tokens"))
         n = len(tokens)
         types = (
@@ -98,7 +100,7 @@ class Vocab:
             return int(value)
 
         spm = model == "llama"
-        return cls(
+        fields = (
             model,
             tokens,
             types,
@@ -114,6 +116,10 @@ class Vocab:
             bool(f.get("tokenizer.ggml.add_space_prefix", spm)),
             f.get("tokenizer.chat_template"),
         )
+        try:
+            return cls(*fields)
+        except ValueError as e:  # Vocab's own check of the pre-tokenizer
+            raise GGUFError(f"{f.path}: {e}") from e
 
 
 def spm_merges(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
@@ -156,10 +162,6 @@ def build_tokenizer(vocab: Vocab):
         steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
         tok.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if vocab.add_space_prefix else []))
     else:
-        if vocab.pre not in PRE_TOKENIZERS:  # Vocab.from_gguf refuses it, naming the file
-            raise ValueError(
-                f"tokenizer.ggml.pre {vocab.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
-            )
         merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
         tok = Tokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=False, ignore_merges=vocab.pre == "llama-bpe"))
         tok.pre_tokenizer = pre_tokenizers.Sequence(
