@@ -72,7 +72,7 @@ class _MemberRows(TableModule):
         if key == "weight" and "weight" in self and getattr(value, "ndim", 0) == 2 and value.shape[0] != self.rows:
             raise ValueError(
                 f"{self!r}: member {self.group.rank()} holds rows [{self._start}, {self._stop}) of "
-                f"{self._total}: weight must have {self.rows} rows, got {list(getattr(value, 'shape', []))}"
+                f"{self._total}: weight must have {self.rows} rows, got {list(value.shape)}"
             )
         super().__setitem__(key, value)
 
