@@ -67,12 +67,13 @@ def load(
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
-        use_gguf_modules(model, gguf_tensors(f, arch), dtype, backend, f.path)
+        places = _places(f, arch)
+        use_gguf_modules(model, gguf_tensors(places), dtype, backend, f.path)
         if group is not None:
             shard(model, group)
         parts = member_parts(model)
-        _check_places(f, arch, model, parts)
-        weights = model.sanitize(gguf_weights(f, arch, args, parts))
+        _check_places(f, arch, places, model, parts)
+        weights = model.sanitize(gguf_weights(f, arch, args, places, parts))
         weights["model.embed_tokens.dtype"] = mx.zeros((0,), dtype)
         try:
             model.load_weights(list(weights.items()), strict=True)
@@ -122,12 +123,13 @@ def _check_heads(path: Path, args: dict, members: int) -> None:
         )
 
 
-def _check_places(f, arch: Architecture, model: nn.Module, parts: dict) -> None:
-    """``GGUFError`` naming each tensor of ``f`` that is no parameter of ``model`` (a block past
-    its block count, say), or a 1-D one whose length is not the parameter's, before any is read."""
+def _check_places(f, arch: Architecture, places: list, model: nn.Module, parts: dict) -> None:
+    """``GGUFError`` naming each tensor of ``f`` (``places``: :func:`_places`) that is no parameter
+    of ``model`` (a block past its block count, say), or a 1-D one whose length is not the
+    parameter's, before any is read."""
     params = dict(tree_flatten(model.parameters()))
     unplaced, misfit = [], []
-    for name, info, _, path, what in _places(f, arch):
+    for name, info, _, path, what in places:
         param = params.get(f"{path}.{what}")
         if param is None:
             unplaced.append(name)
@@ -139,19 +141,20 @@ def _check_places(f, arch: Architecture, model: nn.Module, parts: dict) -> None:
         raise GGUFError(f"{f.path}: tensors of another length than the model's: {'; '.join(misfit)}")
 
 
-def gguf_tensors(f, arch: Architecture) -> dict:
-    """Module path -> ``TensorInfo`` of each 2-D tensor of ``f``."""
-    return {path: info for _, info, _, path, _ in _places(f, arch) if len(info.shape) == 2}
+def gguf_tensors(places: list) -> dict:
+    """Module path -> ``TensorInfo`` of each 2-D tensor of a file's ``places`` (:func:`_places`)."""
+    return {path: info for _, info, _, path, _ in places if len(info.shape) == 2}
 
 
-def gguf_weights(f, arch: Architecture, args: dict, parts: dict | None = None) -> dict[str, mx.array]:
-    """mlx-lm parameter name -> array: 2-D tensors as their bytes ``uint8 [rows, row_bytes]``, 1-D
-    ones dequantized to float32; Q/K rows and norms with the architecture's quirks undone.
+def gguf_weights(f, arch: Architecture, args: dict, places: list, parts: dict) -> dict[str, mx.array]:
+    """mlx-lm parameter name -> array for each of ``f``'s ``places`` (:func:`_places`): 2-D tensors
+    as their bytes ``uint8 [rows, row_bytes]``, 1-D ones dequantized to float32; Q/K rows and norms
+    with the architecture's quirks undone.
     ``parts`` (module path -> ``(rows, byte columns)``, :func:`member_parts`): of those modules'
     2-D tensors only those bytes are read, their biases sliced to those rows."""
     weights = {}
-    for name, info, kind, path, what in _places(f, arch):
-        rows, columns = (parts or {}).get(path, (None, None))
+    for name, info, kind, path, what in places:
+        rows, columns = parts.get(path, (None, None))
         heads = {"attn_q": args["num_attention_heads"], "attn_k": args["num_key_value_heads"]}.get(kind)
         permuted = arch.permuted_qk and heads is not None
         if len(info.shape) == 2:
