@@ -86,8 +86,9 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     values, a grid of at most MAX_THREADS threads (one threadgroup per output tile, no grid
     stride; :func:`tile_mma_threads` a threadgroup) and threadgroups whose buffers the device's
     shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB hold every format's at 32
-    rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond). The shared copy of an IQ grid (format_iq_grid.h, at most 8 KiB) is not counted:
-    no IQ format's buffers come within 8 KiB of 99 KiB (88 KiB at most)."""
+    rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond). The shared copy of an IQ
+    grid (format_iq_grid.h, at most 8 KiB) is not counted: no IQ format's buffers come within
+    8 KiB of 99 KiB (88 KiB at most)."""
     warpgroup = tuning.tile_mma_warpgroup(rows, warpgroups)
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
@@ -239,8 +240,9 @@ class TileBuffers(NamedTuple):
     boundary), STEP_K values a step (:func:`tile_mma_step_k`), UNROLL steps per pass of the step
     loop as compiled (:func:`tile_mma_unroll`), XSTAGES steps of x (tuning.TILE_MMA_X_STAGES, for
     warpgroup multiplies TILE_WGMMA_X_STAGES, or TILE_WGMMA_UNROLLED_X_STAGES where their loop is
-    unrolled; fewer where a chunk is fewer steps), SHARED the threadgroup's bytes: two raw buffers of TILE_ROWS rows, two of TILE_ROWS x
-    STEP_K table values and XSTAGES of XROWS x STEP_K values of x, 2 bytes each, and for warpgroup
+    unrolled; fewer where a chunk is fewer steps), SHARED the threadgroup's bytes: two raw buffers
+    of TILE_ROWS rows, two of TILE_ROWS x STEP_K table values and XSTAGES of XROWS x STEP_K values
+    of x, 2 bytes each, and for warpgroup
     multiplies WGMMA_ALIGN bytes to start x's on a boundary of them and an 8-byte barrier per
     stage for its bulk copies, or where it is more the output tile of XROWS x TILE_ROWS values
     that reuses them (at least TILE_MIN_SHARED)."""
