@@ -261,7 +261,12 @@ def test_llama_bpe_vocabularies_take_a_bos_unless_told_otherwise(tmp_path):
 def test_sizes_are_positive_integers(tmp_path, key, value, message):
     path = tmp_path / "s.gguf"
     adders = {int: gguf.GGUFWriter.add_int32, float: gguf.GGUFWriter.add_float32}
-    write_qwen(path, "qwen3", tied=True, more=lambda w: w.kv_data[0].pop(key) and adders[type(value)](w, key, value))
+
+    def replace(w):  # the writer's own value of the key, then this one
+        w.kv_data[0].pop(key)
+        adders[type(value)](w, key, value)
+
+    write_qwen(path, "qwen3", tied=True, more=replace)
     with pytest.raises(muser_mlx.GGUFError, match=message):
         muser_mlx.load(path)
 
