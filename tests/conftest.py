@@ -202,3 +202,12 @@ def q4k_table() -> tuple[Table, np.ndarray]:
     """A fixed random Q4_K table: vocab 11, dims 512, and its bytes."""
     data = random_table_bytes(np.random.default_rng(7), "Q4_K", 11, 512)
     return Table.from_bytes(data, "Q4_K", 512), data
+
+
+def byte_level_alphabet() -> list[str]:
+    """GPT-2's printable stand-in for each byte (Hugging Face's bytes_to_unicode), in byte order."""
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    extra = iter(range(256, 512))
+    return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]

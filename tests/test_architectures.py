@@ -11,6 +11,8 @@ import pytest
 import muser_mlx
 from muser_mlx.lm.architectures import ARCHITECTURES, unpermute_rows
 
+from conftest import byte_level_alphabet
+
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
 
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, VOCAB = 64, 96, 4, 2, 16, 300
@@ -27,15 +29,6 @@ NAMES = {
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
 }
-
-
-def byte_level_alphabet() -> list[str]:
-    """GPT-2's printable stand-in for each byte (Hugging Face's bytes_to_unicode), in byte order."""
-    keep = (
-        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    extra = iter(range(256, 512))
-    return [chr(b) if b in keep else chr(next(extra)) for b in range(256)]
 
 
 def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2"):
@@ -233,15 +226,20 @@ def test_an_unknown_pre_tokenizer_names_the_file(tmp_path, monkeypatch):
 
 
 def test_llama_bpe_vocabularies_take_a_bos_unless_told_otherwise(tmp_path):
-    """llama.cpp's llama-vocab.cpp: add_bos true for llama3 / llama-bpe pre-tokenizers, false for
-    the other gpt2 ones, the file's add_bos_token over both."""
+    """llama.cpp's llama-vocab.cpp: add_bos true for the pre-tokenizers of its llama3 and tekken
+    types, false for the other gpt2 ones (smaug-bpe has llama3's expression but not its BOS), the
+    file's add_bos_token over both."""
     from muser_mlx.gguf import open_gguf
     from muser_mlx.lm.tokenizer import Vocab
 
     for pre, more, bos in (
         ("llama-bpe", None, True),
         ("llama3", None, True),
+        ("falcon3", None, True),
+        ("tekken", None, True),
         ("qwen2", None, False),
+        ("smaug-bpe", None, False),
+        ("default", None, False),
         ("llama-bpe", lambda w: w.add_add_bos_token(False), False),
     ):
         path = tmp_path / f"{pre}{bos}.gguf"

@@ -15,7 +15,7 @@ from muser_mlx.lm.tokenizer import (
     tokenizer_wrapper,
 )
 
-from conftest import FIXTURES, fixture
+from conftest import FIXTURES, byte_level_alphabet, fixture
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
@@ -112,6 +112,76 @@ def test_a_file_without_a_vocabulary_is_a_clear_error(tmp_path):
     path = write_gguf(tmp_path / "novocab.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)})
     with open_gguf(path) as f, pytest.raises(ValueError, match="tokenizer.ggml.model is None"):
         Vocab.from_gguf(f)
+
+
+TEXT = "don't stop: $1234567 a+b ~~"
+# The pieces of TEXT that llama.cpp's expressions for each tokenizer.ggml.pre give, one expression
+# after another (unicode_regex_split): "default" takes punctuation out first, so no contraction is
+# left for the gpt-2 expression, then splits numbers into threes.
+PIECES = {
+    "default": ["don", "'", "t", " stop", ":", " ", "$", "123", "456", "7", " a", "+", "b", " ", "~~"],
+    "gpt-2": ["don", "'t", " stop", ":", " $", "1234567", " a", "+", "b", " ~~"],
+    "smollm": ["don", "'t", " stop", ":", " $", "1", "2", "3", "4", "5", "6", "7", " a", "+", "b", " ~~"],
+    "falcon": ["don", "'", "t", " stop", ":", " ", "$", "123", "456", "7", " a", "+", "b", " ", "~~"],
+    "llama3": ["don", "'t", " stop", ":", " $", "123", "456", "7", " a", "+b", " ~~"],
+    "qwen2": ["don", "'t", " stop", ":", " $", "1", "2", "3", "4", "5", "6", "7", " a", "+b", " ~~"],
+}
+
+
+def synthetic_bpe(pre: str, extra: list[str], types: dict[str, int] = {}, **kw) -> Vocab:  # noqa: B006
+    """A byte-level vocabulary: the 256 byte tokens, then ``extra`` (normal unless ``types`` says),
+    and the one merge "Ġ h" where "Ġh" is among them."""
+    tokens = byte_level_alphabet() + extra
+    kinds = [types.get(t, TokenType.NORMAL) for t in tokens]
+    return Vocab("gpt2", tokens, kinds, merges=["Ġ h"] if "Ġh" in extra else [], pre=pre, **kw)
+
+
+@pytest.mark.parametrize("pre", PIECES)
+def test_pre_tokenizers_split_as_llama_cpps_expressions(pre):
+    tok = build_tokenizer(synthetic_bpe(pre, ["Ġh"]))
+    assert [TEXT[a:b] for _, (a, b) in tok.pre_tokenizer.pre_tokenize_str(TEXT)] == PIECES[pre]
+
+
+@pytest.mark.parametrize("pre, whole", [("llama3", True), ("tekken", True), ("smaug-bpe", False), ("qwen2", False)])
+def test_a_piece_that_is_a_token_is_taken_whole_where_llama_cpp_ignores_merges(pre, whole):
+    vocab = synthetic_bpe(pre, ["Ġh", "Ġhello"])  # no merges reach "Ġhello"
+    ids = build_tokenizer(vocab).encode(" hello", add_special_tokens=False).ids
+    assert ids == ([256 + 1] if whole else [256, *(ord(c) for c in "ello")])
+
+
+def test_end_of_generation_and_control_tokens_as_llama_cpp_finds_them_by_text():
+    extra = ["<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<fim-repo>", "<my_eot>", "<|fim_prefix|>", "<x>", "</s>"]
+    vocab = synthetic_bpe("qwen2", extra, types={"</s>": TokenType.USER_DEFINED}, eos=256 + 6, ids={"eot": 256 + 4})
+    im_end, pad, repo, fim_repo, my_eot, prefix, x, s = range(256, 264)
+    # <|im_end|> and </s> by text; the pad and the repo token found first (lowest id); eot by its
+    # key (not by text); eos whatever its text; <|fim_prefix|> is no end but becomes a control
+    assert vocab.eog == [im_end, pad, repo, my_eot, x, s]
+    control = [i for i, t in enumerate(vocab.types) if t == TokenType.CONTROL]
+    assert control == [im_end, pad, repo, prefix, s]
+
+
+@pytest.mark.parametrize(
+    "extra, ended",
+    [
+        (["<|end|>", "<|return|>", "<|call|>"], ["<|return|>", "<|call|>"]),  # gpt-oss
+        (["<|end|>", "<|calls|>", "<|flush|>"], ["<|calls|>", "<|flush|>"]),  # solar-open
+        (["<|end|>", "<|return|>"], ["<|end|>", "<|return|>"]),
+        (["</s>", "<|tool_response>"], ["<|tool_response>"]),  # Gemma 4
+    ],
+)
+def test_llama_cpps_exceptions_to_its_end_of_generation_texts(extra, ended):
+    vocab = synthetic_bpe("qwen2", extra)
+    assert [vocab.tokens[i] for i in vocab.eog] == ended
+    kinds = {vocab.tokens[i]: TokenType(vocab.types[i]) for i in range(256, len(vocab.tokens))}
+    assert kinds.get("<|end|>", TokenType.USER_DEFINED) == (
+        TokenType.CONTROL if "<|end|>" in ended else TokenType.USER_DEFINED
+    )
+    assert kinds.get("</s>", TokenType.NORMAL) == TokenType.NORMAL
+
+
+def test_the_wrappers_eos_ids_are_the_end_of_generation_ids():
+    vocab = synthetic_bpe("qwen2", ["<|im_end|>", "<|endoftext|>"], eos=257)
+    assert set(tokenizer_wrapper(vocab).eos_token_ids) == {256, 257}
 
 
 assert FIXTURES  # the fixtures folder is configured in conftest

@@ -8,10 +8,13 @@ It gives llama.cpp's ids (``llama-vocab.cpp``), which it mirrors as follows:
   byte fallback. A space is ``▁``; ``add_space_prefix`` puts one before the text and after each
   special token (a ``Prepend`` normalizer, which runs on each piece between added tokens).
 - ``gpt2`` vocabularies (Qwen, Llama 3): byte-level BPE over the file's merges, text split first by
-  the regular expression llama.cpp uses for ``tokenizer.ggml.pre``.
+  the regular expressions llama.cpp uses for ``tokenizer.ggml.pre``, in turn.
 - Control and unknown tokens (types 3, 2) are special tokens: parsed in text unless the tokenizer's
   ``encode_special_tokens`` is set (llama.cpp's ``parse_special=false``); user-defined tokens (4)
-  are always split out of the text, as llama.cpp does with or without ``parse_special``.
+  are always split out of the text, as llama.cpp does with or without ``parse_special``. Tokens
+  that llama.cpp takes for end-of-turn, end-of-generation or fill-in-the-middle tokens by their
+  text are control tokens whatever their type in the file; the end-of-generation ones are the
+  wrapper's ``eos_token_ids``.
 """
 
 from __future__ import annotations
@@ -23,25 +26,112 @@ from gguf import TokenType
 
 from ..errors import GGUFError
 
-# llama.cpp's pre-tokenizer expressions by tokenizer.ggml.pre (llama-vocab.cpp, llm_tokenizer_bpe)
+# llama.cpp's expressions (llama-vocab.cpp, llm_tokenizer_bpe)
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+_LLAMA3 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_QWEN2 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_TEKKEN = (
+    r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+"
+    r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+@dataclass(frozen=True)
+class PreTokenizer:
+    """llama.cpp's handling of one ``tokenizer.ggml.pre``: the expressions that split the text in
+    turn (each splits every piece the one before left, matches and the text between them both
+    kept: ``unicode_regex_split``), whether a piece that is a token is taken whole
+    (``ignore_merges``), and whether a BOS is added where the file has no add_bos_token."""
+
+    expressions: tuple[str, ...]
+    ignore_merges: bool = False
+    add_bos: bool = False
+
+
+def _names(names: str, pre: PreTokenizer) -> dict[str, PreTokenizer]:
+    return dict.fromkeys(names.split(), pre)
+
+
+# By tokenizer.ggml.pre, as llama.cpp's name -> type -> expressions switches group them; "default"
+# is also what a file without the key gets.
 PRE_TOKENIZERS = {
-    "default": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
-    "llama-bpe": _CONTRACTIONS
-    + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
-    "qwen2": _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    "default": PreTokenizer((r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", "[0-9][0-9][0-9]")),
+    **_names(
+        "gpt-2 phi-2 gigachat a.x-4.0 mellum exaone4 mpt olmo jais trillion granite-docling", PreTokenizer((_GPT2,))
+    ),
+    **_names(
+        "llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
+        PreTokenizer((_LLAMA3,), ignore_merges=True, add_bos=True),
+    ),
+    **_names("dbrx smaug-bpe", PreTokenizer((_LLAMA3,))),
+    **_names("qwen2 deepseek-r1-qwen kormo f2llmv2 megrez stablelm2 hunyuan solar-open", PreTokenizer((_QWEN2,))),
+    **_names("starcoder refact command-r smollm codeshell exaone minerva-7b mellum2", PreTokenizer((r"\p{N}", _GPT2))),
+    "falcon": PreTokenizer((r"[\p{P}\$\+<=>\^~\|`]+", _GPT2, "[0-9][0-9][0-9]")),
+    "tekken": PreTokenizer((_TEKKEN,), ignore_merges=True, add_bos=True),
 }
-PRE_TOKENIZERS["gpt-2"] = PRE_TOKENIZERS["default"]
-for _name in ("llama3", "llama-v3", "smaug-bpe"):  # llama.cpp's names of the llama-bpe expression
-    PRE_TOKENIZERS[_name] = PRE_TOKENIZERS["llama-bpe"]
-# The pre-tokenizers whose vocabularies llama.cpp gives a BOS unless add_bos_token says otherwise
-BOS_BY_DEFAULT = ("llama3", "llama-v3", "llama-bpe")
+
+# llama.cpp's special tokens found by their text where the file gives no id (llama-vocab.cpp,
+# load): the first it meets of each kind (its hash map's order; here the lowest id) becomes a
+# control token.
+FOUND_BY_TEXT = {
+    kind: tuple(texts.split())
+    for kind, texts in {
+        "eot": "<|eot_id|> <|im_end|> <|end|> <end_of_turn> <|endoftext|> <|end_of_text|> <EOT> _<EOT> [EOT] "
+        "<｜end▁of▁sentence｜> <end_of_utterance>",
+        "eom": "<|eom_id|>",
+        "fim_pre": "<|fim_prefix|> <fim-prefix> <fim_prefix> <｜fim▁begin｜> <PRE> ▁<PRE> <|code_prefix|> <|prefix|>",
+        "fim_suf": "<|fim_suffix|> <fim-suffix> <fim_suffix> <｜fim▁hole｜> <SUF> ▁<SUF> <|code_suffix|> <|suffix|>",
+        "fim_mid": "<|fim_middle|> <fim-middle> <fim_middle> <｜fim▁end｜> <MID> ▁<MID> <|code_middle|> <|middle|>",
+        "fim_pad": "<|fim_pad|> <fim-pad> <fim_pad> <PAD> [PAD]",
+        "fim_rep": "<|fim_repo|> <|repo_name|> <fim-repo> <REPO> <reponame>",
+        "fim_sep": "<|file_sep|>",
+    }.items()
+}
+# Every token of these texts ends generation (and becomes a control token), as do the eos, eot and
+# eom tokens and the fill-in-the-middle pad, repo and separator ones.
+EOG_TEXTS = frozenset(
+    "<|eot_id|> <|im_end|> <|end|> <|return|> <|call|> <|flush|> <|calls|> <end_of_turn> <|endoftext|> </s> "
+    "<|eom_id|> <EOT> _<EOT> [EOT] [EOS] <|end_of_text|> <end_of_utterance> <eos> <turn|> <|tool_response> "
+    "<｜end▁of▁sentence｜> [e~[".split()
+)
+
+
+def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> tuple[list[int], list[int]]:
+    """llama.cpp's token types after its search by text, and its end-of-generation ids (sorted);
+    ``ids``: the file's ids by kind ("eos" and the kinds of ``FOUND_BY_TEXT``)."""
+    types = list(types)
+    index = {token: i for i, token in enumerate(tokens)}  # the last of a repeated text, as llama.cpp's map
+    ids = dict(ids)
+    for kind, texts in FOUND_BY_TEXT.items():
+        hits = [index[t] for t in texts if t in index]
+        if kind not in ids and hits:
+            ids[kind] = min(hits)
+            types[ids[kind]] = TokenType.CONTROL
+    eog = {ids[kind] for kind in ("fim_pad", "fim_rep", "fim_sep") if kind in ids}
+    for text in EOG_TEXTS & index.keys():
+        eog.add(index[text])
+        types[index[text]] = TokenType.CONTROL
+    eog |= {ids[kind] for kind in ("eos", "eot", "eom") if kind in ids}
+    texts = {tokens[i]: i for i in eog}
+    # o200k_harmony and solar-open: <|end|> ends a message there, not the generation
+    if "<|end|>" in texts and {"<|call|>", "<|calls|>"} & texts.keys() and {"<|return|>", "<|flush|>"} & texts.keys():
+        eog.discard(texts["<|end|>"])
+        types[texts["<|end|>"]] = TokenType.USER_DEFINED
+    if "<|tool_response>" in texts and "</s>" in texts:  # Gemma 4
+        eog.discard(texts["</s>"])
+        types[texts["</s>"]] = TokenType.NORMAL
+    return types, sorted(eog)
 
 
 @dataclass
 class Vocab:
     """What ``tokenizer.ggml.*`` says: the tokens (id order), their scores and types, the BPE
-    merges (``gpt2`` only), and the special ids and flags."""
+    merges (``gpt2`` only), and the special ids and flags; ``ids``: the file's other special ids
+    by kind (eot, eom, fim_pre ... fim_sep). ``types`` become llama.cpp's after its search for
+    special tokens by text (``special_tokens``), which also gives ``eog``, the ids that end
+    generation."""
 
     model: str
     tokens: list[str]
@@ -57,12 +147,16 @@ class Vocab:
     add_eos: bool = False
     add_space_prefix: bool = True
     chat_template: str | None = None
+    ids: dict[str, int] = field(default_factory=dict)
+    eog: list[int] = field(init=False)
 
     def __post_init__(self):
         if self.model == "gpt2" and self.pre not in PRE_TOKENIZERS:
             raise ValueError(
                 f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
+        ids = self.ids | ({"eos": self.eos} if self.eos is not None else {})
+        self.types, self.eog = special_tokens(self.tokens, self.types, ids)
 
     @classmethod
     def from_gguf(cls, f) -> Vocab:
@@ -100,6 +194,8 @@ class Vocab:
             return int(value)
 
         spm = model == "llama"
+        bos_by_default = spm or (pre in PRE_TOKENIZERS and PRE_TOKENIZERS[pre].add_bos)
+        ids = {kind: special(kind) for kind in FOUND_BY_TEXT}
         fields = (
             model,
             tokens,
@@ -111,10 +207,11 @@ class Vocab:
             special("eos"),
             special("unknown"),
             special("padding"),
-            bool(f.get("tokenizer.ggml.add_bos_token", spm or pre in BOS_BY_DEFAULT)),
+            bool(f.get("tokenizer.ggml.add_bos_token", bos_by_default)),
             bool(f.get("tokenizer.ggml.add_eos_token", False)),
             bool(f.get("tokenizer.ggml.add_space_prefix", spm)),
             f.get("tokenizer.chat_template"),
+            {kind: i for kind, i in ids.items() if i is not None},
         )
         try:
             return cls(*fields)
@@ -163,12 +260,11 @@ def build_tokenizer(vocab: Vocab):
         tok.decoder = decoders.Sequence(steps + ([decoders.Strip(" ", 1, 0)] if vocab.add_space_prefix else []))
     else:
         merges = [tuple(m.split(" ", 1)) for m in vocab.merges]
-        tok = Tokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=False, ignore_merges=vocab.pre == "llama-bpe"))
+        pre = PRE_TOKENIZERS[vocab.pre]
+        tok = Tokenizer(models.BPE(ids, merges, unk_token=unk, fuse_unk=False, ignore_merges=pre.ignore_merges))
         tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Split(Regex(PRE_TOKENIZERS[vocab.pre]), behavior="isolated"),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-            ]
+            [pre_tokenizers.Split(Regex(e), behavior="isolated") for e in pre.expressions]
+            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
         )
         tok.decoder = decoders.ByteLevel()
     tok.add_tokens(
@@ -224,9 +320,4 @@ def tokenizer_wrapper(vocab: Vocab):
         detokenizer = partial(SPMStreamingDetokenizer, trim_space=vocab.add_space_prefix)
     else:
         detokenizer = BPEStreamingDetokenizer
-    eos = [
-        i
-        for i, (token, kind) in enumerate(zip(vocab.tokens, vocab.types, strict=True))
-        if kind == TokenType.CONTROL and token in ("<end_of_turn>", "<|im_end|>", "<|eot_id|>", "<|endoftext|>")
-    ]
-    return TokenizerWrapper(fast, detokenizer, eos_token_ids=eos + ([vocab.eos] if vocab.eos is not None else []))
+    return TokenizerWrapper(fast, detokenizer, eos_token_ids=vocab.eog)
