@@ -4,6 +4,7 @@ continuation, and the last position's logits; and mlx-lm's conventions on the lo
 
 import json
 
+import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -211,3 +212,65 @@ def test_adapters_load_as_mlx_lm_saves_them(tmp_path):
     ids = mx.array([[1, 5, 9, 2]])
     assert mx.array_equal(model(ids), trained(ids)).item()
     assert not mx.array_equal(model(ids), muser_mlx.load(path)[0](ids)).item()
+
+
+def copy_with_tensor(src, dst, name: str, values: np.ndarray):
+    """``src`` rewritten by gguf-py with one more tensor (every key and tensor as they were)."""
+    reader = gguf.GGUFReader(src)
+    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
+    for key, field in reader.fields.items():
+        if not key.startswith("GGUF.") and key != "general.architecture":
+            sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+            writer.add_key_value(key, field.contents(), field.types[0], sub_type)
+    for t in reader.tensors:
+        writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+    writer.add_tensor(name, values)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+LLAMA3_SCALING = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
+
+
+def llama3_rope_factors(dims: int, base: float, s: dict) -> np.ndarray:
+    """convert_hf_to_gguf.py's rope_freqs.weight for a "llama3" rope scaling (LlamaModel)."""
+    wavelen = 2 * np.pi * base ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
+    old, low, high = s["original_max_position_embeddings"], s["low_freq_factor"], s["high_freq_factor"]
+    smooth = (old / wavelen - low) / (high - low)
+    medium = 1 / ((1 - smooth) / s["factor"] + smooth)
+    return np.where(wavelen < old / high, 1.0, np.where(wavelen > old / low, s["factor"], medium)).astype(np.float32)
+
+
+def test_rope_factors_rotate_as_mlx_lms_llama3_rope(tmp_path):
+    """A Llama 3.1-style file (rope_freqs.weight, no scaling keys) gives the logits of the same
+    model with mlx-lm's own Llama3RoPE of the settings the factors were written from."""
+    from mlx_lm.models.rope_utils import initialize_rope
+
+    src = fixture("tiny-llama-Q8_0.gguf")
+    head_dim, base = 128, 10000.0  # the fixture's (no rope.freq_base key)
+    factors = llama3_rope_factors(head_dim, base, LLAMA3_SCALING)
+    assert set(np.unique(factors)) > {1.0, LLAMA3_SCALING["factor"]}  # pairs kept, scaled and smoothed
+    scaled, _ = muser_mlx.load(copy_with_tensor(src, tmp_path / "rope.gguf", "rope_freqs.weight", factors), mx.float32)
+    theirs, _ = muser_mlx.load(src, mx.float32)
+    for layer in theirs.layers:
+        layer.self_attn.rope = initialize_rope(head_dim, base, False, LLAMA3_SCALING, max_position_embeddings=128)
+    ids = mx.array([list(range(3, 67))])
+    ours, want = scaled(ids), theirs(ids)
+    assert mx.allclose(ours, want, rtol=1e-4, atol=1e-4).item()
+    assert not mx.allclose(ours, muser_mlx.load(src, mx.float32)[0](ids), rtol=1e-2, atol=1e-2).item()  # they count
+
+
+@pytest.mark.parametrize("values", [np.ones(63, np.float32), np.full(64, np.inf, np.float32), np.zeros(64, np.float32)])
+def test_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, values):
+    path = copy_with_tensor(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "bad.gguf", "rope_freqs.weight", values)
+    with pytest.raises(GGUFError, match=r"rope_freqs.weight \[\d+\] is not 64 finite positive factors"):
+        muser_mlx.load(path)

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import mlx.core as mx
 import numpy as np
+from mlx import nn
 
 from ..errors import GGUFError
 from ..gguf_values import ArrayInfo
@@ -36,7 +38,8 @@ class Architecture:
     (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``);
     ``block_tensors``: names that differ from :data:`BLOCK_TENSORS`; ``norm_offset``: what the
     converter added to every norm weight; ``permuted_qk``: Q and K rows are in llama.cpp's rope
-    order; ``dtype``: the family's compute dtype (its checkpoints' ``torch_dtype``)."""
+    order; ``rope_factors``: a ``rope_freqs.weight`` tensor is read (:class:`FactoredRoPE`);
+    ``dtype``: the family's compute dtype (its checkpoints' ``torch_dtype``)."""
 
     gguf: str
     model_type: str
@@ -45,6 +48,7 @@ class Architecture:
     block_tensors: dict = field(default_factory=dict)
     norm_offset: float = 0.0
     permuted_qk: bool = False
+    rope_factors: bool = False
 
     def tensor_names(self) -> dict[str, str]:
         """GGUF block tensor -> mlx-lm module path inside a layer."""
@@ -169,7 +173,7 @@ ARCHITECTURES = {
         # convert_hf_to_gguf.py LlamaModel.permute: Q and K rows of each head reordered from
         # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
-        Architecture("llama", "llama", _llama, "float16", permuted_qk=True),
+        Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_factors=True),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
@@ -188,6 +192,27 @@ ARCHITECTURES = {
         ),
     )
 }
+
+
+# llama.cpp's divisors of each rotated pair's angle (float32 [head_dim / 2], one for every layer):
+# convert_hf_to_gguf.py writes them for Llama 3.1's "llama3" rope scaling in place of its settings.
+ROPE_FREQS = "rope_freqs.weight"
+
+
+class FactoredRoPE(nn.Module):
+    """mlx-lm's rope (halves rotated) with pair i's angle divided by ``factors[i]``, as llama.cpp's
+    rope with ``rope_freqs.weight``: ``mx.fast.rope``'s periods base^(2i/d) (mlx-lm's) times the
+    factors; ``scale`` multiplies the positions (linear rope scaling)."""
+
+    def __init__(self, dims: int, base: float, factors: mx.array, scale: float = 1.0):
+        super().__init__()
+        self.dims, self.scale = dims, scale
+        self._periods = base ** (mx.arange(0, dims, 2, dtype=mx.float32) / dims) * factors
+
+    def __call__(self, x, offset=0):
+        return mx.fast.rope(
+            x, self.dims, traditional=False, base=None, scale=self.scale, offset=offset, freqs=self._periods
+        )
 
 
 def architecture(f) -> Architecture:

@@ -21,7 +21,9 @@ from ..linear import Linear
 from ..sharding import member_parts, shard
 from .architectures import (
     MODEL_TENSORS,
+    ROPE_FREQS,
     Architecture,
+    FactoredRoPE,
     Metadata,
     architecture,
     unpermute_rows,
@@ -67,6 +69,10 @@ def load(
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
+        if arch.rope_factors and ROPE_FREQS in f.tensors:
+            rope = _factored_rope(f, args)
+            for layer in model.layers:
+                layer.self_attn.rope = rope
         places = _places(f, arch)
         use_gguf_modules(model, gguf_tensors(places), dtype, backend, f.path)
         if group is not None:
@@ -96,6 +102,8 @@ def _places(f, arch: Architecture):
     order; ``GGUFError`` naming those with no place in the model."""
     names, places, unused = arch.tensor_names(), [], []
     for name, info in f.tensors.items():
+        if arch.rope_factors and name == ROPE_FREQS:  # no parameter: the rope's (_factored_rope)
+            continue
         block = _BLOCK.fullmatch(name)
         if block:
             layer, kind, what = block.groups()
@@ -110,6 +118,20 @@ def _places(f, arch: Architecture):
     if unused:
         raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
     return places
+
+
+def _factored_rope(f, args: dict) -> FactoredRoPE:
+    """The rope of ``f``'s ``rope_freqs.weight`` (``args``: the model's); ``GGUFError`` unless it is
+    ``[head_dim / 2]`` finite positive factors."""
+    info, half = f.tensors[ROPE_FREQS], args["head_dim"] // 2
+    factors = _dequantized(f.read(ROPE_FREQS), info, f.path) if len(info.shape) == 1 else None
+    if factors is None or factors.size != half or not mx.all(mx.isfinite(factors) & (factors > 0)).item():
+        raise GGUFError(
+            f"{f.path}: {ROPE_FREQS} {list(info.shape)} is not {half} finite positive factors "
+            f"(one for each rotated pair of the head dim {args['head_dim']})"
+        )
+    scaling = args.get("rope_scaling")
+    return FactoredRoPE(args["head_dim"], args["rope_theta"], factors, 1 / scaling["factor"] if scaling else 1.0)
 
 
 def _check_heads(path: Path, args: dict, members: int) -> None:
