@@ -163,6 +163,14 @@ def assert_bits_equal(out: mx.array, expected_f32: np.ndarray, dtype=mx.float32)
         )
 
 
+def write_out(w: gguf.GGUFWriter) -> None:
+    """A GGUFWriter's header, keys and tensors to its file, closed."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def write_gguf(path, tensors: dict, arch="llama", metadata=None):
     """A GGUF file written by gguf-py's GGUFWriter. tensors: name -> (uint8 bytes [rows, row_bytes],
     ggml type name; gguf-py turns the byte shape into that type's element shape) or a float ndarray.
@@ -175,10 +183,7 @@ def write_gguf(path, tensors: dict, arch="llama", metadata=None):
             w.add_tensor(name, value[0], raw_dtype=gguf.GGMLQuantizationType[value[1]])
         else:
             w.add_tensor(name, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_out(w)
     return path
 
 

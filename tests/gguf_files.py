@@ -13,7 +13,7 @@ import numpy as np
 from muser_mlx import GGUFError, Table, embedding
 from muser_mlx.gguf import ArrayInfo, GGUFFile, open_gguf
 
-from conftest import random_table_bytes, reference
+from conftest import random_table_bytes, reference, write_out
 
 TENSOR = "token_embd.weight"
 
@@ -33,10 +33,7 @@ def write_gguf(path: Path, qtype: str = "Q4_K", vocab: int = 4, dims: int = 256,
     else:
         w.add_tensor(TENSOR, table, raw_dtype=gguf.GGMLQuantizationType[qtype])
     w.add_tensor("output_norm.weight", rng.standard_normal(dims).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_out(w)
     return table
 
 

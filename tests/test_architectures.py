@@ -11,7 +11,7 @@ import pytest
 import muser_mlx
 from muser_mlx.lm.architectures import ARCHITECTURES, unpermute_rows
 
-from conftest import byte_level_alphabet
+from conftest import byte_level_alphabet, write_out
 
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
 
@@ -92,10 +92,7 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mor
             vector(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", n, 1.0)
     if more is not None:
         more(w)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_out(w)
     return reference
 
 

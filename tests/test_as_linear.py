@@ -24,7 +24,7 @@ from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx.backends import _GPU_BACKEND, head, tuning
 from muser_mlx.backends.head import bytedot_launch, mma_operands, x_planes
 
-from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit
+from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit, write_out
 from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x_runs, metal_matvec
 
 ALL_QTYPES = tuple(sorted(FORMATS))
@@ -867,10 +867,7 @@ def write_gguf(path, with_head: bool):
     writer.add_tensor("token_embd.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
     if with_head:
         writer.add_tensor("output.weight", data, raw_dtype=gguf.GGMLQuantizationType.Q4_K)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_out(writer)
     return data
 
 

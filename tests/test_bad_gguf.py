@@ -21,7 +21,7 @@ from muser_mlx.gguf import StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_header import MAX_NAME
 from muser_mlx.gguf_values import MAX_ARRAY_NESTING, MAX_INLINE_STRING
 
-from conftest import random_table_bytes, reference
+from conftest import random_table_bytes, reference, write_out
 from gguf_files import (
     INTERESTING_U64,
     TENSOR,
@@ -170,7 +170,7 @@ def test_bad_alignment(tmp_path, alignment):
     w = gguf.GGUFWriter(path, "llama")
     w.add_uint32("general.alignment", alignment)
     w.add_tensor(TENSOR, np.zeros((4, 8), np.float16))
-    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    write_out(w)
     raises_gguf_error(path)
 
 
@@ -266,7 +266,7 @@ def test_duplicated_tensor_names(tmp_path):
     w = gguf.GGUFWriter(path, "llama")
     w.add_tensor(TENSOR, np.zeros((4, 8), np.float16))
     w.add_tensor("token_embd.weighX", np.zeros((4, 8), np.float16))
-    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    write_out(w)
     patch(path, tensor_info_offsets(path, "token_embd.weighX")["n_dims"] - 1, "c", b"t")
     raises_gguf_error(path, "appears twice")
 

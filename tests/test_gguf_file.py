@@ -16,7 +16,7 @@ from muser_mlx.cli import main
 from muser_mlx.gguf import ArrayInfo, StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_values import MAX_INLINE_STRING
 
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf, write_out
 from gguf_files import RawGGUF, assert_same_header, patch
 
 FIXTURE_FILES = [
@@ -67,7 +67,7 @@ def test_every_value_type_round_trips_through_gguf_writer(tmp_path):
     w.add_array("bools", [True, False, True])
     w.add_array("words", ["a", "", "é", "🙂"])
     w.add_tensor("token_embd.weight", np.zeros((4, 8), np.float16))
-    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_tensors_to_file(), w.close()
+    write_out(w)
     with open_gguf(path) as f:
         assert_same_header(f, gguf.GGUFReader(path))
         for key, (_, value) in SCALARS.items():

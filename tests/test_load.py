@@ -14,7 +14,7 @@ from mlx.utils import tree_flatten
 import muser_mlx
 from muser_mlx import Embedding, GGUFError, Linear
 
-from conftest import fixture, write_gguf
+from conftest import fixture, write_gguf, write_out
 
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
 from mlx_lm.generate import generate_step  # noqa: E402
@@ -225,10 +225,7 @@ def copy_with_tensor(src, dst, name: str, values: np.ndarray):
     for t in reader.tensors:
         writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
     writer.add_tensor(name, values)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_out(writer)
     return dst
 
 
