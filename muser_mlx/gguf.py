@@ -9,6 +9,11 @@ descriptor, so a file that shrinks underneath ends in ``GGUFError`` (a short rea
 SIGBUS as a memory map would. gguf-py supplies the type constants; its ``GGUFReader`` is the
 tests' reference, not used here (it builds a NumPy view per array item: docs/performance.md,
 "Our own header reader"; docs/gguf_reader.md).
+
+A split file (``split.count`` parts, as llama.cpp's ``gguf-split`` and gguf-py write them:
+``<prefix>-00001-of-0000N.gguf`` and its siblings) is opened by its first part: the other parts
+are opened alongside it, the first part's metadata is the file's and every part's tensors are
+its tensors, as llama.cpp's model loader takes them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from .errors import GGUFError
 from .formats import FORMATS, Format
 from .gguf_header import TensorInfo, read_header
-from .gguf_io import open_regular
+from .gguf_io import FileBytes, open_regular
 from .gguf_values import ArrayInfo, StringInfo, file_changed, parse_array
 from .memory import check_fits
 
@@ -40,6 +45,7 @@ __all__ = [
 ]
 
 MLX_MAX_DIM = 2**31 - 1  # MLX's shapes are int32
+SPLIT_NAME = "{prefix}-{no:05d}-of-{count:05d}.gguf"  # llama.cpp's llama_split_path, part no from 1
 
 
 class GGUFFile:
@@ -50,21 +56,71 @@ class GGUFFile:
     ``metadata`` maps each key to its value: an int, float, bool or str; an :class:`ArrayInfo`
     for an array (read it with :meth:`array`); a :class:`StringInfo` for a string over 1 MiB
     (:meth:`get` reads it). ``tensors`` maps each tensor's name to its :class:`TensorInfo`, in
-    file order. Raises ``FileNotFoundError`` where nothing is at ``path``, else ``GGUFError``
-    naming the file and the problem.
+    file order (a split file's: every part's, part by part). Raises ``FileNotFoundError`` where
+    nothing is at ``path``, else ``GGUFError`` naming the file and the problem.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._bytes = open_regular(self.path)
+        self._others: list[FileBytes] = []  # a split file's parts after the first
+        self._part_of: dict[str, FileBytes] = {}  # the part of each tensor in those
         try:
             header = read_header(self._bytes)
+            self.version, self.alignment, self.data_offset = header.version, header.alignment, header.data_offset
+            self.metadata: dict = header.metadata
+            self.tensors: dict[str, TensorInfo] = header.tensors
+            self._open_parts()
         except BaseException:
             self.close()
             raise
-        self.version, self.alignment, self.data_offset = header.version, header.alignment, header.data_offset
-        self.metadata: dict = header.metadata
-        self.tensors: dict[str, TensorInfo] = header.tensors
+
+    def _open_parts(self) -> None:
+        """Open the parts after this first one of a split file and take their tensors;
+        ``GGUFError`` for a part other than the first, a name not llama.cpp's, a part missing,
+        not of this split or repeating a tensor, or a tensor count other than ``split.tensors.count``."""
+        count, no = self._split_key("split.count", 1), self._split_key("split.no", 0)
+        if count == 1:
+            return
+        first = SPLIT_NAME.format(prefix="", no=1, count=count)
+        if no != 0:
+            raise GGUFError(f"{self.path}: part {no + 1} of {count} of a split GGUF; open its first part, *{first}")
+        if not self.path.name.endswith(first) or len(self.path.name) == len(first):
+            raise GGUFError(
+                f"{self.path}: the first of {count} parts of a split GGUF, named <prefix>{first} by llama.cpp"
+            )
+        prefix = self.path.name[: -len(first)]
+        for i in range(1, count):
+            path = self.path.with_name(SPLIT_NAME.format(prefix=prefix, no=i + 1, count=count))
+            try:
+                part = open_regular(path)
+            except FileNotFoundError:
+                raise GGUFError(f"{self.path}: part {i + 1} of {count}, {path.name}, is not beside it") from None
+            self._others.append(part)
+            header = read_header(part)
+            keys = header.metadata.get("split.count"), header.metadata.get("split.no")
+            if keys != (count, i):
+                raise GGUFError(
+                    f"{path}: split.count and split.no are {keys}; part {i + 1} of {count} needs ({count}, {i})"
+                )
+            for name, info in header.tensors.items():
+                if name in self.tensors:
+                    raise GGUFError(f"{path}: tensor {name!r} is in an earlier part too")
+                self.tensors[name] = info
+                self._part_of[name] = part
+        total = self._split_key("split.tensors.count", len(self.tensors))
+        if total != len(self.tensors):
+            raise GGUFError(
+                f"{self.path}: split.tensors.count is {total} but the {count} parts hold {len(self.tensors)}"
+            )
+
+    def _split_key(self, key: str, default: int) -> int:
+        """A ``split.*`` count or index (``default`` where absent); ``GGUFError`` unless an integer
+        of at least 1 (``split.no``: 0)."""
+        value, low = self.metadata.get(key, default), 0 if key == "split.no" else 1
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+            raise GGUFError(f"{self.path}: metadata {key} is {value!r}; an integer of at least {low} is needed")
+        return int(value)
 
     @property
     def size(self) -> int:
@@ -138,7 +194,9 @@ class GGUFFile:
         if out.readonly or not out.c_contiguous or out.nbytes != nbytes:
             raise ValueError(f"tensor {name!r} needs a writable contiguous buffer of {nbytes} bytes, got {out.nbytes}")
         self._check_open()
-        self._bytes.read_into(t.offset + start * t.row_bytes, out.cast("B"), f"tensor {name!r}")
+        self._part_of.get(name, self._bytes).read_into(
+            t.offset + start * t.row_bytes, out.cast("B"), f"tensor {name!r}"
+        )
 
     def _read(self, offset: int, nbytes: int, what: str) -> bytearray:
         self._check_open()
@@ -149,7 +207,8 @@ class GGUFFile:
             raise ValueError(f"{self.path}: the GGUF file is closed")
 
     def close(self) -> None:
-        self._bytes.close()
+        for part in (self._bytes, *self._others):
+            part.close()
 
     def __enter__(self):
         return self

@@ -16,7 +16,7 @@ from muser_mlx.cli import main
 from muser_mlx.gguf import ArrayInfo, StringInfo, gatherable_tensors, open_gguf
 from muser_mlx.gguf_values import MAX_INLINE_STRING
 
-from conftest import assert_bits_equal, fixture, random_table_bytes, reference, write_gguf, write_out
+from conftest import assert_bits_equal, fixture, random_table_bytes, reference, rewrite_gguf, write_gguf, write_out
 from gguf_files import RawGGUF, assert_same_header, patch
 
 FIXTURE_FILES = [
@@ -229,3 +229,49 @@ def test_gemma_inspect(gemma_path, capsys):
     out = capsys.readouterr().out
     assert "token_embd.weight: Q8_0, ggml shape [640, 262144]" in out and "170.0 MiB" in out
     assert "tied head      yes" in out
+
+
+@pytest.fixture
+def split_llama(tmp_path):
+    """tiny-llama-Q8_0 (12 tensors) split by gguf-py's writer into parts of 5: the first part's path."""
+    return rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "tiny.gguf", split_max_tensors=5)
+
+
+def test_a_split_file_is_its_parts_as_one(split_llama):
+    """The first part opens the whole file: its own metadata, every part's tensors in part order,
+    each read from its part; as gguf-py reads the unsplit file."""
+    whole = gguf.GGUFReader(fixture("tiny-llama-Q8_0.gguf"))
+    with open_gguf(split_llama) as f:
+        assert {k: v for k, v in f.metadata.items() if not k.startswith("split.")}.keys() == {
+            k for k in whole.fields if not k.startswith("GGUF.")
+        }
+        assert f.metadata["split.count"] == 3
+        assert list(f.tensors) == [t.name for t in whole.tensors]
+        for t in whole.tensors:
+            assert np.array_equal(f.read(t.name).reshape(-1), np.asarray(t.data).view(np.uint8).reshape(-1))
+    assert [i.name for i in gatherable_tensors(split_llama)][-1] == "blk.0.ffn_up.weight"  # in the third part
+
+
+def test_split_parts_are_checked(split_llama):
+    second, third = (split_llama.with_name(f"tiny-0000{i}-of-00003.gguf") for i in (2, 3))
+    with pytest.raises(GGUFError, match=r"part 2 of 3 of a split GGUF; open its first part, \*-00001-of-00003.gguf"):
+        open_gguf(second)
+    renamed = split_llama.rename(split_llama.with_name("tiny.gguf"))
+    with pytest.raises(GGUFError, match=r"the first of 3 parts of a split GGUF, named <prefix>-00001-of-00003.gguf"):
+        open_gguf(renamed)
+    renamed.rename(split_llama)
+    third.rename(third.with_name("elsewhere.gguf"))
+    with pytest.raises(GGUFError, match=r"part 3 of 3, tiny-00003-of-00003.gguf, is not beside it"):
+        open_gguf(split_llama)
+    third.write_bytes(second.read_bytes())  # another part in its place
+    with pytest.raises(GGUFError, match=r"split.count and split.no are \(3, 1\); part 3 of 3 needs \(3, 2\)"):
+        open_gguf(split_llama)
+
+
+def test_a_split_key_that_is_no_count_is_refused(tmp_path):
+    w = gguf.GGUFWriter(tmp_path / "s.gguf", "llama")
+    w.add_int32("split.count", -2)
+    w.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    write_out(w)
+    with pytest.raises(GGUFError, match=r"metadata split.count is -2; an integer of at least 1 is needed"):
+        open_gguf(tmp_path / "s.gguf")

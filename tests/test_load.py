@@ -4,7 +4,6 @@ continuation, and the last position's logits; and mlx-lm's conventions on the lo
 
 import json
 
-import gguf
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from mlx.utils import tree_flatten
 import muser_mlx
 from muser_mlx import Embedding, GGUFError, Linear
 
-from conftest import fixture, write_gguf, write_out
+from conftest import fixture, rewrite_gguf, write_gguf
 
 mlx_lm = pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
 from mlx_lm.generate import generate_step  # noqa: E402
@@ -214,21 +213,6 @@ def test_adapters_load_as_mlx_lm_saves_them(tmp_path):
     assert not mx.array_equal(model(ids), muser_mlx.load(path)[0](ids)).item()
 
 
-def copy_with_tensor(src, dst, name: str, values: np.ndarray):
-    """``src`` rewritten by gguf-py with one more tensor (every key and tensor as they were)."""
-    reader = gguf.GGUFReader(src)
-    writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents())
-    for key, field in reader.fields.items():
-        if not key.startswith("GGUF.") and key != "general.architecture":
-            sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
-            writer.add_key_value(key, field.contents(), field.types[0], sub_type)
-    for t in reader.tensors:
-        writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
-    writer.add_tensor(name, values)
-    write_out(writer)
-    return dst
-
-
 LLAMA3_SCALING = {
     "rope_type": "llama3",
     "factor": 8.0,
@@ -256,7 +240,7 @@ def test_rope_factors_rotate_as_mlx_lms_llama3_rope(tmp_path):
     head_dim, base = 128, 10000.0  # the fixture's (no rope.freq_base key)
     factors = llama3_rope_factors(head_dim, base, LLAMA3_SCALING)
     assert set(np.unique(factors)) > {1.0, LLAMA3_SCALING["factor"]}  # pairs kept, scaled and smoothed
-    scaled, _ = muser_mlx.load(copy_with_tensor(src, tmp_path / "rope.gguf", "rope_freqs.weight", factors), mx.float32)
+    scaled, _ = muser_mlx.load(rewrite_gguf(src, tmp_path / "rope.gguf", {"rope_freqs.weight": factors}), mx.float32)
     theirs, _ = muser_mlx.load(src, mx.float32)
     for layer in theirs.layers:
         layer.self_attn.rope = initialize_rope(head_dim, base, False, LLAMA3_SCALING, max_position_embeddings=128)
@@ -268,6 +252,16 @@ def test_rope_factors_rotate_as_mlx_lms_llama3_rope(tmp_path):
 
 @pytest.mark.parametrize("values", [np.ones(63, np.float32), np.full(64, np.inf, np.float32), np.zeros(64, np.float32)])
 def test_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, values):
-    path = copy_with_tensor(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "bad.gguf", "rope_freqs.weight", values)
+    path = rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "bad.gguf", {"rope_freqs.weight": values})
     with pytest.raises(GGUFError, match=r"rope_freqs.weight \[\d+\] is not 64 finite positive factors"):
         muser_mlx.load(path)
+
+
+def test_a_split_file_loads_from_its_first_part(tmp_path):
+    """gguf-py's writer splitting tiny-llama in three parts (as llama.cpp's gguf-split does): the
+    model of the first part's path computes what the whole file's does."""
+    src = fixture("tiny-llama-Q8_0.gguf")
+    first = rewrite_gguf(src, tmp_path / "tiny.gguf", split_max_tensors=5)
+    assert first.name == "tiny-00001-of-00003.gguf"
+    ids = mx.array([[1, 5, 9, 2, 300, 7]])
+    assert mx.array_equal(muser_mlx.load(first)[0](ids), muser_mlx.load(src)[0](ids)).item()
