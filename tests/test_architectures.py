@@ -300,3 +300,49 @@ def test_a_group_that_splits_a_head_is_refused(tmp_path):
 
     with pytest.raises(ValueError, match="4 attention heads and 2 key-value heads cannot be split over 4 members"):
         muser_mlx.load(tmp_path / "h.gguf", group=Four())
+
+
+def ggml_yarn_rope(x: np.ndarray, base: float, factor: float, original: int) -> np.ndarray:
+    """ggml's NEOX rope with YaRN (ggml-cpu's rope_yarn, ggml_rope_yarn_corr_dims) as llama.cpp runs
+    it for qwen3: beta_fast 32, beta_slow 1, ext_factor 1, attn_factor 1. x: [positions, dims]."""
+    positions, dims = x.shape
+    half = dims // 2
+
+    def corr_dim(rotations):
+        return dims * np.log(original / (rotations * 2 * np.pi)) / (2 * np.log(base))
+
+    low, high = max(0.0, np.floor(corr_dim(32.0))), min(dims - 1.0, np.ceil(corr_dim(1.0)))
+    i = np.arange(half)
+    ramp = 1 - np.clip((i - low) / max(0.001, high - low), 0, 1)  # 1: extrapolate, 0: interpolate
+    extrap = np.arange(positions)[:, None] * base ** (-2.0 * i / dims)
+    theta = extrap / factor * (1 - ramp) + extrap * ramp
+    mscale = 1 + 0.1 * np.log(factor)
+    cos, sin = np.cos(theta) * mscale, np.sin(theta) * mscale
+    x0, x1 = x[:, :half], x[:, half:]
+    return np.concatenate([x0 * cos - x1 * sin, x0 * sin + x1 * cos], axis=1)
+
+
+def test_yarn_rope_scaling_rotates_as_llama_cpp(tmp_path):
+    """rope.scaling.type yarn (Qwen's 128K recipe): each layer's rope rotates as ggml's YaRN rope of
+    the file's original context, or of the trained one where the file names none."""
+
+    def yarn(w):
+        w.add_string("qwen3.rope.scaling.type", "yarn")
+        w.add_float32("qwen3.rope.scaling.factor", 4.0)
+        w.add_uint32("qwen3.rope.scaling.original_context_length", 4096)
+
+    write_qwen(tmp_path / "y.gguf", "qwen3", tied=True, more=yarn)
+    model, _ = muser_mlx.load(tmp_path / "y.gguf", mx.float32)
+    x = np.random.default_rng(0).standard_normal((300, HEAD_DIM)).astype(np.float32)
+    got = np.array(model.layers[1].self_attn.rope(mx.array(x)[None, None]))[0, 0]
+    assert np.allclose(got, ggml_yarn_rope(x.astype(np.float64), 1e6, 4.0, 4096), rtol=1e-4, atol=1e-4)
+
+    write_qwen(
+        tmp_path / "t.gguf",
+        "qwen3",
+        tied=True,
+        more=lambda w: (yarn(w), w.kv_data[0].pop("qwen3.rope.scaling.original_context_length")),
+    )
+    model, _ = muser_mlx.load(tmp_path / "t.gguf", mx.float32)
+    got = np.array(model.layers[0].self_attn.rope(mx.array(x)[None, None]))[0, 0]
+    assert np.allclose(got, ggml_yarn_rope(x.astype(np.float64), 1e6, 4.0, 512), rtol=1e-4, atol=1e-4)

@@ -109,13 +109,21 @@ class Metadata:
             "tie_word_embeddings": "output.weight" not in self.f.tensors,
         }
         # llama.cpp: the type linear unless named, the factor rope.scaling.factor or else the older
-        # rope.scale_linear, none where it is 0 or 1
+        # rope.scale_linear, none where it is 0 or 1. YaRN as llama.cpp runs it for these
+        # architectures, which read no yarn_* key: beta_fast 32, beta_slow 1, extrapolation mix 1,
+        # magnitude 1 + 0.1 ln(factor) (mlx-lm's YarnRoPE's defaults), the original context
+        # rope.scaling.original_context_length or else the trained one.
         scaling = self.get("rope.scaling.type", "linear")
         factor = self.get("rope.scaling.factor", self.get("rope.scale_linear", 0.0))
-        if scaling not in ("linear", "none"):
-            raise GGUFError(f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear is)")
+        if scaling not in ("linear", "yarn", "none"):
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear and yarn are)"
+            )
         if scaling == "linear" and factor not in (0.0, 1.0):
             args["rope_scaling"] = {"type": "linear", "factor": factor}
+        if scaling == "yarn" and factor not in (0.0, 1.0):
+            original = self.count("rope.scaling.original_context_length", args["max_position_embeddings"])
+            args["rope_scaling"] = {"type": "yarn", "factor": factor, "original_max_position_embeddings": original}
         return args
 
 
