@@ -81,9 +81,15 @@ def generate(args) -> None:
     from .lm import load
 
     model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
+    prompt = args.prompt
+    if tokenizer.has_chat_template and not args.ignore_chat_template:  # as mlx_lm.generate does
+        messages = [{"role": "system", "content": args.system_prompt}] if args.system_prompt is not None else []
+        messages.append({"role": "user", "content": prompt})
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        prompt = tokenizer.encode(text, add_special_tokens=False)  # the template writes its own BOS
     response = None
     for response in stream_generate(
-        model, tokenizer, args.prompt, max_tokens=args.max_tokens, sampler=make_sampler(args.temp)
+        model, tokenizer, prompt, max_tokens=args.max_tokens, sampler=make_sampler(args.temp)
     ):
         print(response.text, end="", flush=True)
     print()
@@ -121,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=100)
     p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (0: greedy)")
     p.add_argument("--dtype", choices=DTYPES, help="compute dtype (default: the model family's)")
+    p.add_argument("--system-prompt", help="a system message before the prompt, where the chat template is used")
+    p.add_argument(
+        "--ignore-chat-template",
+        action="store_true",
+        help="the prompt as it is, not in the file's tokenizer.chat_template (used where the file has one)",
+    )
     p.set_defaults(run=generate)
     args = ap.parse_args(argv)
     try:

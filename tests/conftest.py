@@ -171,17 +171,19 @@ def write_out(w: gguf.GGUFWriter) -> None:
     w.close()
 
 
-def rewrite_gguf(src, dst, extra: dict | None = None, **writer_options) -> Path:
+def rewrite_gguf(src, dst, extra: dict | None = None, more=None, **writer_options) -> Path:
     """``src`` written again by gguf-py at ``dst`` (every key and tensor as they were), then the
-    ``extra`` tensors (name -> float array); ``writer_options`` go to its GGUFWriter
-    (``split_max_tensors=n``: parts of n tensors, as llama.cpp's gguf-split writes them). Returns
-    the path written, a split file's first part."""
+    ``extra`` tensors (name -> float array); ``more(writer)`` adds keys; ``writer_options`` go to
+    its GGUFWriter (``split_max_tensors=n``: parts of n tensors, as llama.cpp's gguf-split writes
+    them). Returns the path written, a split file's first part."""
     reader = gguf.GGUFReader(src)
     writer = gguf.GGUFWriter(dst, reader.fields["general.architecture"].contents(), **writer_options)
     for key, field in reader.fields.items():
         if not key.startswith("GGUF.") and key != "general.architecture":
             sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
             writer.add_key_value(key, field.contents(), field.types[0], sub_type)
+    if more is not None:
+        more(writer)
     for t in reader.tensors:
         writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
     for name, values in (extra or {}).items():

@@ -9,7 +9,7 @@ import pytest
 from muser_mlx import Table, save_gguf
 from muser_mlx.cli import main
 
-from conftest import fixture, reference
+from conftest import fixture, reference, rewrite_gguf
 
 
 def test_inspect(capsys):
@@ -79,3 +79,34 @@ def test_generate_prints_the_text_and_tokens_per_second(capsys):
     text, stats = capsys.readouterr().out.rstrip("\n").rsplit("\n", 1)
     assert expected["completion"].startswith(expected["text"] + text)
     assert "generation: 6 tokens" in stats and "tokens/s" in stats
+
+
+TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[assistant]{% endif %}"
+)
+
+
+def test_generate_puts_the_prompt_in_the_files_chat_template(tmp_path, capsys):
+    """As mlx_lm.generate: the prompt (and --system-prompt) in the file's tokenizer.chat_template,
+    no second BOS; --ignore-chat-template gives the prompt as it is, after a BOS."""
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    from muser_mlx.gguf import open_gguf
+    from muser_mlx.lm.tokenizer import Vocab, tokenizer_wrapper
+
+    path = rewrite_gguf(
+        fixture("ollama-llama-2-tiny-random.gguf"), tmp_path / "chat.gguf", more=lambda w: w.add_chat_template(TEMPLATE)
+    )
+    with open_gguf(path) as f:
+        tok = tokenizer_wrapper(Vocab.from_gguf(f))
+
+    def prompt_tokens(*options):
+        assert main(["generate", str(path), "--prompt", "Hi there", "--max-tokens", "1", *options]) == 0
+        return int(capsys.readouterr().out.rsplit("prompt: ", 1)[1].split(" ")[0])
+
+    def ids(text):
+        return len(tok.encode(text, add_special_tokens=False))
+
+    assert prompt_tokens() == ids("<s>[user] Hi there\n[assistant]")
+    assert prompt_tokens("--system-prompt", "Be brief.") == ids("<s>[system] Be brief.\n[user] Hi there\n[assistant]")
+    assert prompt_tokens("--ignore-chat-template") == ids("<s>Hi there")
