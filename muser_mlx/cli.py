@@ -85,7 +85,15 @@ def generate(args) -> None:
     if tokenizer.has_chat_template and not args.ignore_chat_template:  # as mlx_lm.generate does
         messages = [{"role": "system", "content": args.system_prompt}] if args.system_prompt is not None else []
         messages.append({"role": "user", "content": prompt})
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        from jinja2 import TemplateError
+
+        try:
+            text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except TemplateError as e:
+            raise GGUFError(
+                f"{args.file}: its tokenizer.chat_template fails ({type(e).__name__}: {e}); "
+                "--ignore-chat-template gives the prompt as it is"
+            ) from e
         prompt = tokenizer.encode(text, add_special_tokens=False)  # the template writes its own BOS
     response = None
     for response in stream_generate(

@@ -56,8 +56,9 @@ class GGUFFile:
     ``metadata`` maps each key to its value: an int, float, bool or str; an :class:`ArrayInfo`
     for an array (read it with :meth:`array`); a :class:`StringInfo` for a string over 1 MiB
     (:meth:`get` reads it). ``tensors`` maps each tensor's name to its :class:`TensorInfo`, in
-    file order (a split file's: every part's, part by part). Raises ``FileNotFoundError`` where
-    nothing is at ``path``, else ``GGUFError`` naming the file and the problem.
+    file order (a split file's: every part's, part by part; its ``version``, ``alignment`` and
+    ``data_offset`` are the first part's). Raises ``FileNotFoundError`` where nothing is at
+    ``path``, else ``GGUFError`` naming the file and the problem.
     """
 
     def __init__(self, path: str | Path):
@@ -79,13 +80,14 @@ class GGUFFile:
         """Open the parts after this first one of a split file and take their tensors;
         ``GGUFError`` for a part other than the first, a name not llama.cpp's, a part missing,
         not of this split or repeating a tensor, or a tensor count other than ``split.tensors.count``."""
-        count, no = self._split_key("split.count", 1), self._split_key("split.no", 0)
+        count = _split_key(self.metadata, "split.count", self.path, 1)
         if count == 1:
             return
         first = SPLIT_NAME.format(prefix="", no=1, count=count)
+        no = _split_key(self.metadata, "split.no", self.path)
         if no != 0:
             raise GGUFError(f"{self.path}: part {no + 1} of {count} of a split GGUF; open its first part, *{first}")
-        if not self.path.name.endswith(first) or len(self.path.name) == len(first):
+        if not self.path.name.endswith(first):
             raise GGUFError(
                 f"{self.path}: the first of {count} parts of a split GGUF, named <prefix>{first} by llama.cpp"
             )
@@ -98,7 +100,7 @@ class GGUFFile:
                 raise GGUFError(f"{self.path}: part {i + 1} of {count}, {path.name}, is not beside it") from None
             self._others.append(part)
             header = read_header(part)
-            keys = header.metadata.get("split.count"), header.metadata.get("split.no")
+            keys = tuple(_split_key(header.metadata, key, path) for key in ("split.count", "split.no"))
             if keys != (count, i):
                 raise GGUFError(
                     f"{path}: split.count and split.no are {keys}; part {i + 1} of {count} needs ({count}, {i})"
@@ -108,23 +110,15 @@ class GGUFFile:
                     raise GGUFError(f"{path}: tensor {name!r} is in an earlier part too")
                 self.tensors[name] = info
                 self._part_of[name] = part
-        total = self._split_key("split.tensors.count", len(self.tensors))
+        total = _split_key(self.metadata, "split.tensors.count", self.path)
         if total != len(self.tensors):
             raise GGUFError(
                 f"{self.path}: split.tensors.count is {total} but the {count} parts hold {len(self.tensors)}"
             )
 
-    def _split_key(self, key: str, default: int) -> int:
-        """A ``split.*`` count or index (``default`` where absent); ``GGUFError`` unless an integer
-        of at least 1 (``split.no``: 0)."""
-        value, low = self.metadata.get(key, default), 0 if key == "split.no" else 1
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
-            raise GGUFError(f"{self.path}: metadata {key} is {value!r}; an integer of at least {low} is needed")
-        return int(value)
-
     @property
     def size(self) -> int:
-        """Bytes of the file when it was opened."""
+        """Bytes of the file (a split file's first part) when it was opened."""
         return self._bytes.size
 
     @property
@@ -221,6 +215,15 @@ class GGUFFile:
             f"GGUFFile({str(self.path)!r}, architecture={self.architecture!r}, "
             f"{len(self.metadata)} keys, {len(self.tensors)} tensors)"
         )
+
+
+def _split_key(metadata: dict, key: str, path: Path, default: int | None = None) -> int:
+    """A ``split.*`` count or index of ``metadata`` (``default`` where absent and given);
+    ``GGUFError`` unless an integer of at least 1 (``split.no``: 0)."""
+    value, low = metadata.get(key, default), 0 if key == "split.no" else 1
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+        raise GGUFError(f"{path}: metadata {key} is {value!r}; an integer of at least {low} is needed")
+    return int(value)
 
 
 def open_gguf(path: str | Path) -> GGUFFile:

@@ -346,3 +346,11 @@ def test_yarn_rope_scaling_rotates_as_llama_cpp(tmp_path):
     model, _ = muser_mlx.load(tmp_path / "t.gguf", mx.float32)
     got = np.array(model.layers[0].self_attn.rope(mx.array(x)[None, None]))[0, 0]
     assert np.allclose(got, ggml_yarn_rope(x.astype(np.float64), 1e6, 4.0, 512), rtol=1e-4, atol=1e-4)
+
+
+def test_a_rope_attention_factor_is_refused(tmp_path):
+    write_qwen(
+        tmp_path / "a.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scaling.attn_factor", 0.8)
+    )
+    with pytest.raises(muser_mlx.GGUFError, match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is\)"):
+        muser_mlx.load(tmp_path / "a.gguf")

@@ -110,3 +110,25 @@ def test_generate_puts_the_prompt_in_the_files_chat_template(tmp_path, capsys):
     assert prompt_tokens() == ids("<s>[user] Hi there\n[assistant]")
     assert prompt_tokens("--system-prompt", "Be brief.") == ids("<s>[system] Be brief.\n[user] Hi there\n[assistant]")
     assert prompt_tokens("--ignore-chat-template") == ids("<s>Hi there")
+
+
+@pytest.mark.parametrize(
+    "template, options, message",
+    [
+        ("{% for m in messages %}{{ m['content'] }", [], "TemplateSyntaxError"),
+        (
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}",
+            ["--system-prompt", "Be brief."],
+            "System role not supported",
+        ),
+    ],
+)
+def test_a_chat_template_that_fails_is_a_one_line_error(tmp_path, capsys, template, options, message):
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    path = rewrite_gguf(
+        fixture("ollama-llama-2-tiny-random.gguf"), tmp_path / "bad.gguf", more=lambda w: w.add_chat_template(template)
+    )
+    assert main(["generate", str(path), "--prompt", "Hi", "--max-tokens", "1", *options]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "tokenizer.chat_template fails" in err and message in err, err
+    assert main(["generate", str(path), "--prompt", "Hi", "--max-tokens", "1", "--ignore-chat-template"]) == 0

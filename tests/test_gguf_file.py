@@ -275,3 +275,32 @@ def test_a_split_key_that_is_no_count_is_refused(tmp_path):
     write_out(w)
     with pytest.raises(GGUFError, match=r"metadata split.count is -2; an integer of at least 1 is needed"):
         open_gguf(tmp_path / "s.gguf")
+
+
+def test_split_files_as_llama_cpp_names_and_counts_them(tmp_path):
+    """A first part named by its suffix alone is one (llama.cpp's prefix is then the folder); a
+    split without split.tensors.count, or whose later part's split.no is no integer, is refused."""
+    src = fixture("tiny-llama-Q8_0.gguf")
+    rewrite_gguf(src, tmp_path / "x.gguf", split_max_tensors=6)
+    for i in (1, 2):
+        (tmp_path / f"x-0000{i}-of-00002.gguf").rename(tmp_path / f"-0000{i}-of-00002.gguf")
+    with open_gguf(tmp_path / "-00001-of-00002.gguf") as f:
+        assert len(f.tensors) == 12
+
+    def drop_count(w):
+        w.add_shard_kv_data = lambda: (type(w).add_shard_kv_data(w), w.kv_data[0].pop("split.tensors.count"))
+
+    first = rewrite_gguf(src, tmp_path / "a.gguf", more=drop_count, split_max_tensors=6)
+    with pytest.raises(GGUFError, match=r"metadata split.tensors.count is None; an integer of at least 1"):
+        open_gguf(first)
+
+    def float_no(w):
+        def shard_keys():
+            type(w).add_shard_kv_data(w)
+            w.kv_data[1]["split.no"] = gguf.GGUFValue(1.0, gguf.GGUFValueType.FLOAT32)
+
+        w.add_shard_kv_data = shard_keys
+
+    first = rewrite_gguf(src, tmp_path / "b.gguf", more=float_no, split_max_tensors=6)
+    with pytest.raises(GGUFError, match=r"b-00002-of-00002.gguf: metadata split.no is 1.0; an integer of at least 0"):
+        open_gguf(first)

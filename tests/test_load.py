@@ -265,3 +265,15 @@ def test_a_split_file_loads_from_its_first_part(tmp_path):
     assert first.name == "tiny-00001-of-00003.gguf"
     ids = mx.array([[1, 5, 9, 2, 300, 7]])
     assert mx.array_equal(muser_mlx.load(first)[0](ids), muser_mlx.load(src)[0](ids)).item()
+
+
+def test_rope_factors_under_yarn_are_refused(tmp_path):
+    def yarn(w):
+        w.add_string("llama.rope.scaling.type", "yarn")
+        w.add_float32("llama.rope.scaling.factor", 4.0)
+
+    path = rewrite_gguf(
+        fixture("tiny-llama-Q8_0.gguf"), tmp_path / "y.gguf", {"rope_freqs.weight": np.ones(64, np.float32)}, yarn
+    )
+    with pytest.raises(GGUFError, match=r"rope_freqs.weight with yarn rope scaling is not supported \(linear is\)"):
+        muser_mlx.load(path)

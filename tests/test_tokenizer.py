@@ -4,6 +4,7 @@ with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detoken
 
 import json
 
+import numpy as np
 import pytest
 from gguf import TokenType
 
@@ -176,7 +177,28 @@ def test_llama_cpps_exceptions_to_its_end_of_generation_texts(extra, ended):
     assert kinds.get("<|end|>", TokenType.USER_DEFINED) == (
         TokenType.CONTROL if "<|end|>" in ended else TokenType.USER_DEFINED
     )
-    assert kinds.get("</s>", TokenType.NORMAL) == TokenType.NORMAL
+    if "</s>" in kinds:
+        assert kinds["</s>"] == TokenType.NORMAL
+
+
+@pytest.mark.parametrize("model, bos, eos, unk", [("llama", 1, 2, 0), ("gpt2", 11, 11, None)])
+def test_special_ids_without_keys_are_llama_cpps_defaults(tmp_path, model, bos, eos, unk):
+    """llama.cpp's ids where the file has none: <unk> <s> </s> at 0, 1, 2 for SentencePiece, 11 for
+    gpt2's BOS and EOS; the end of generation follows the EOS."""
+    import gguf
+
+    from conftest import write_out
+
+    w = gguf.GGUFWriter(tmp_path / "v.gguf", "llama")
+    w.add_tokenizer_model(model)
+    w.add_token_list([f"t{i}" for i in range(20)])
+    if model == "gpt2":
+        w.add_token_merges(["t 1"])
+    w.add_tensor("token_embd.weight", np.zeros((20, 32), np.float32))
+    write_out(w)
+    with open_gguf(tmp_path / "v.gguf") as f:
+        vocab = Vocab.from_gguf(f)
+    assert (vocab.bos, vocab.eos, vocab.unk, vocab.eog) == (bos, eos, unk, [eos])
 
 
 def test_the_wrappers_eos_ids_are_the_end_of_generation_ids():

@@ -119,6 +119,11 @@ class Metadata:
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear and yarn are)"
             )
+        attn_factor = self.get("rope.scaling.attn_factor", 1.0)
+        if attn_factor != 1.0:  # llama.cpp scales q and k by it; mlx-lm's ropes have no such factor
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.rope.scaling.attn_factor {attn_factor!r} is not supported (1 is)"
+            )
         if scaling == "linear" and factor not in (0.0, 1.0):
             args["rope_scaling"] = {"type": "linear", "factor": factor}
         if scaling == "yarn" and factor not in (0.0, 1.0):

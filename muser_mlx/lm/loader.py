@@ -130,8 +130,10 @@ def _factored_rope(f, args: dict) -> FactoredRoPE:
             f"{f.path}: {ROPE_FREQS} {list(info.shape)} is not {half} finite positive factors "
             f"(one for each rotated pair of the head dim {args['head_dim']})"
         )
-    scaling = args.get("rope_scaling")
-    return FactoredRoPE(args["head_dim"], args["rope_theta"], factors, 1 / scaling["factor"] if scaling else 1.0)
+    scaling = args.get("rope_scaling") or {"type": "linear", "factor": 1.0}
+    if scaling["type"] != "linear":
+        raise GGUFError(f"{f.path}: {ROPE_FREQS} with {scaling['type']} rope scaling is not supported (linear is)")
+    return FactoredRoPE(args["head_dim"], args["rope_theta"], factors, 1 / scaling["factor"])
 
 
 def _check_heads(path: Path, args: dict, members: int) -> None:

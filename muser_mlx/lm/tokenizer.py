@@ -38,6 +38,11 @@ _TEKKEN = (
 )
 
 
+# llama.cpp's special ids where the file has no key (llama-vocab.cpp, load): SentencePiece's
+# <unk> <s> </s> layout; 11 for gpt2's BOS and EOS (kept only inside the vocabulary).
+DEFAULT_IDS = {"llama": {"unknown": 0, "bos": 1, "eos": 2}, "gpt2": {"bos": 11, "eos": 11}}
+
+
 @dataclass(frozen=True)
 class PreTokenizer:
     """llama.cpp's handling of one ``tokenizer.ggml.pre``: the expressions that split the text in
@@ -188,7 +193,8 @@ class Vocab:
         def special(name):
             value = f.get(f"tokenizer.ggml.{name}_token_id")
             if value is None:
-                return None
+                value = DEFAULT_IDS[model].get(name)
+                return value if value is not None and value < n else None
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
                 raise GGUFError(f"{f.path}: tokenizer.ggml.{name}_token_id {value!r} is no id of the {n} tokens")
             return int(value)
