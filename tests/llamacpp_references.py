@@ -1,0 +1,147 @@
+"""What llama.cpp computes for files the tests write, recorded in tests/data/ for the tests that
+hold the package to it (tests/test_llamacpp_references.py):
+
+- llamacpp_bpe.json: a byte-level BPE vocabulary (600 tokens trained by ``tokenizers`` on the
+  README, two control tokens after them) written once per ``tokenizer.ggml.pre`` name of
+  ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` (no BOS,
+  no special-token parsing) and for the first with its BOS;
+- llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
+  qwen2 and qwen3 files of ``test_architectures.write_qwen``, a qwen3 one with YaRN rope scaling,
+  and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with each file's SHA-256, so that a
+  file the writers no longer reproduce fails as such.
+
+Run by hand where llama-cpp-python 0.3.36 (llama.cpp's CPU build) is installed, from the
+repository root: ``python tests/llamacpp_references.py`` (the tests themselves never need it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import gguf
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import fixture, rewrite_gguf, write_out  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+POSITIONS = list(range(3, 67))  # the token ids evaluated, one per position
+CONTROL = ["<|endoftext|>", "<|im_end|>"]
+TEXTS = [
+    "don't stop: $1234567 a+b ~~",
+    "Hello, World! It's 2026-12-05; we'll see.",
+    "  leading spaces\n\nand\ttabs   \n",
+    "naïve café résumé Ünïcödé",
+    "日本語のテキスト、そして中文。",
+    "emoji 🎉🚀 and ZWJ 👨\u200d👩\u200d👧",
+    "HTTPServer camelCaseWord XMLHttpRequest",
+    "numbers 1 12 123 1234 12345 3.14159 1,000,000",
+    "code: def f(x): return x**2 // 3 != 4 && y || z",
+    "symbols <=> ^_^ |pipe| `tick` @home #tag %50 &amp;",
+    "mixed123abc ABC123def 42nd",
+    "I'M YOU'RE THEY'VE SHE'LL HE'D",
+    "line1\r\nline2\rline3\n",
+    "½ ² ٣ Ⅷ",
+    "a\u00a0b\u3000c\u0085d",
+    "<|im_end|> inside text",
+    "   ",
+    "x",
+    "The quick brown fox jumps over the lazy dog.",
+    "'''quotes''' \"double\" «guillemets»",
+]
+
+
+def write_bpe(path: Path, vocab: dict, pre: str) -> Path:
+    """A qwen2 file of no tensors holding ``vocab`` (tokens, merges) and the control tokens under
+    tokenizer.ggml.pre ``pre``, the EOS its first control token."""
+    tokens = vocab["tokens"] + CONTROL
+    w = gguf.GGUFWriter(path, "qwen2")
+    w.add_block_count(1)
+    w.add_context_length(512)
+    w.add_embedding_length(64)
+    w.add_feed_forward_length(96)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in CONTROL else 1 for t in tokens])
+    w.add_token_merges(vocab["merges"])
+    w.add_eos_token_id(len(vocab["tokens"]))
+    write_out(w)
+    return path
+
+
+def model_files(folder: Path) -> dict[str, Path]:
+    """The small models whose logits are recorded, written into ``folder``."""
+    from test_architectures import write_qwen
+    from test_load import LLAMA3_SCALING, llama3_rope_factors
+
+    def yarn(w):
+        w.add_string("qwen3.rope.scaling.type", "yarn")
+        w.add_float32("qwen3.rope.scaling.factor", 4.0)
+        w.add_uint32("qwen3.rope.scaling.original_context_length", 64)
+
+    write_qwen(folder / "qwen2.gguf", "qwen2", tied=False)
+    write_qwen(folder / "qwen3.gguf", "qwen3", tied=True)
+    write_qwen(folder / "qwen3_yarn.gguf", "qwen3", tied=True, more=yarn)
+    factors = llama3_rope_factors(128, 10000.0, LLAMA3_SCALING)
+    rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), folder / "llama_rope_freqs.gguf", {"rope_freqs.weight": factors})
+    return {p.stem: p for p in sorted(folder.glob("*.gguf"))}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def train_vocab() -> dict:
+    """600 byte-level BPE tokens (id order) and their merges, trained on the README."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tok.train_from_iterator((Path(__file__).parent.parent / "README.md").read_text().split("\n"), trainer)
+    model = json.loads(tok.to_str())["model"]
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    return {"tokens": tokens, "merges": merges}
+
+
+def main() -> None:
+    import llama_cpp
+
+    from muser_mlx.lm.tokenizer import PRE_TOKENIZERS
+
+    vocab = train_vocab()
+    ids = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pre in PRE_TOKENIZERS:
+            llm = llama_cpp.Llama(
+                model_path=str(write_bpe(Path(tmp) / f"{pre}.gguf", vocab, pre)), vocab_only=True, verbose=False
+            )
+            ids[pre] = [llm.tokenize(t.encode(), add_bos=False, special=False) for t in TEXTS]
+            ids[pre + " with BOS"] = llm.tokenize(TEXTS[0].encode(), add_bos=True, special=False)
+        made_by = f"llama-cpp-python {llama_cpp.__version__}"
+        (DATA / "llamacpp_bpe.json").write_text(
+            json.dumps({"made_by": made_by, "vocab": vocab, "texts": TEXTS, "ids": ids}, ensure_ascii=False) + "\n"
+        )
+        logits = {}
+        (Path(tmp) / "models").mkdir()
+        for name, path in model_files(Path(tmp) / "models").items():
+            llm = llama_cpp.Llama(model_path=str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=2)
+            llm.eval(POSITIONS)
+            logits[name] = np.array(llm.scores[: len(POSITIONS)], np.float16)
+            logits[name + ".sha256"] = np.array(sha256(path))
+        np.savez_compressed(DATA / "llamacpp_logits.npz", made_by=np.array(made_by), **logits)
+
+
+if __name__ == "__main__":
+    main()

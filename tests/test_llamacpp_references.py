@@ -1,0 +1,55 @@
+"""The package against what llama.cpp computed for files the tests write (tests/data/, made by
+tests/llamacpp_references.py with llama-cpp-python 0.3.36): every pre-tokenizer name's ids for
+texts of many scripts and spacings, and the logits of small qwen2 / qwen3 models, YaRN rope
+scaling and Llama 3.1-style rope factors among them."""
+
+import json
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+import muser_mlx
+from muser_mlx.gguf import open_gguf
+
+from llamacpp_references import DATA, POSITIONS, model_files, sha256, write_bpe
+
+pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
+BPE = json.loads((DATA / "llamacpp_bpe.json").read_text())
+LOGITS = np.load(DATA / "llamacpp_logits.npz")
+MAX_ERROR, MEAN_ERROR = 0.05, 0.03  # relative L2 of a position's logits; llama.cpp's Q8_0 dot products round x
+
+
+def test_every_pre_tokenizer_name_has_llama_cpps_ids():
+    from muser_mlx.lm.tokenizer import PRE_TOKENIZERS
+
+    assert {name for name in BPE["ids"] if not name.endswith(" with BOS")} == set(PRE_TOKENIZERS)
+
+
+@pytest.mark.parametrize("pre", [name for name in BPE["ids"] if not name.endswith(" with BOS")])
+def test_pre_tokenizers_give_llama_cpps_ids(tmp_path, pre):
+    from muser_mlx.lm.tokenizer import Vocab, build_tokenizer
+
+    with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], pre)) as f:
+        tok = build_tokenizer(Vocab.from_gguf(f))
+    assert tok.encode(BPE["texts"][0]).ids == BPE["ids"][pre + " with BOS"]
+    tok.encode_special_tokens = True  # llama.cpp's special=False
+    for text, ids in zip(BPE["texts"], BPE["ids"][pre], strict=True):
+        assert tok.encode(text, add_special_tokens=False).ids == ids, text
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
+    return model_files(tmp_path_factory.mktemp("models"))
+
+
+@pytest.mark.parametrize("name", ["qwen2", "qwen3", "qwen3_yarn", "llama_rope_freqs"])
+def test_small_models_give_llama_cpps_logits(models, name):
+    path = models[name]
+    assert sha256(path) == str(LOGITS[name + ".sha256"]), "the writers no longer make the file llama.cpp ran"
+    model, _ = muser_mlx.load(path, mx.float32)
+    ours = np.array(model(mx.array([POSITIONS]))[0])
+    theirs = LOGITS[name].astype(np.float32)
+    error = np.linalg.norm(ours - theirs, axis=1) / np.linalg.norm(theirs, axis=1)
+    assert error.max() < MAX_ERROR and error.mean() < MEAN_ERROR, (error.max(), error.mean())
