@@ -4,7 +4,9 @@ hold the package to it (tests/test_llamacpp_references.py):
 - llamacpp_bpe.json: a byte-level BPE vocabulary (600 tokens trained by ``tokenizers`` on the
   README, two control tokens after them) written once per ``tokenizer.ggml.pre`` name of
   ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` (no BOS,
-  no special-token parsing) and for the first with its BOS;
+  no special-token parsing) and for the first with its BOS; and for each of ``EOG_CASES`` (the
+  vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
+  special token acts as;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
   qwen2 and qwen3 files of ``test_architectures.write_qwen``, a qwen3 one with YaRN rope scaling,
   and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with each file's SHA-256, so that a
@@ -55,10 +57,27 @@ TEXTS = [
 ]
 
 
-def write_bpe(path: Path, vocab: dict, pre: str) -> Path:
-    """A qwen2 file of no tensors holding ``vocab`` (tokens, merges) and the control tokens under
-    tokenizer.ggml.pre ``pre``, the EOS its first control token."""
-    tokens = vocab["tokens"] + CONTROL
+# Vocabularies of special tokens whose end-of-generation ids and types llama.cpp works out from
+# their text: (extra tokens, their types where not normal, the file's ids by key). One text a kind
+# (llama.cpp takes the first of a kind in its hash map's order).
+EOG_CASES = {
+    "found by text": (
+        ["<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<my_eot>", "<|fim_prefix|>", "<x>", "</s>"],
+        {"</s>": 4},
+        {"eos": "<x>", "eot": "<my_eot>"},
+    ),
+    "gpt-oss": (["<|end|>", "<|return|>", "<|call|>"], {}, {}),
+    "solar-open": (["<|end|>", "<|calls|>", "<|flush|>"], {}, {}),
+    "end and return": (["<|end|>", "<|return|>"], {}, {}),
+    "gemma 4": (["</s>", "<|tool_response>"], {}, {}),
+}
+
+
+def write_bpe(path: Path, vocab: dict, pre: str, case: str | None = None) -> Path:
+    """A qwen2 file of no tensors holding ``vocab`` (tokens, merges) under tokenizer.ggml.pre
+    ``pre``, then the control tokens (the EOS the first), or the special tokens of ``EOG_CASES[case]``."""
+    extra, types, keys = EOG_CASES[case] if case else (CONTROL, dict.fromkeys(CONTROL, 3), {"eos": CONTROL[0]})
+    tokens = vocab["tokens"] + extra
     w = gguf.GGUFWriter(path, "qwen2")
     w.add_block_count(1)
     w.add_context_length(512)
@@ -70,11 +89,21 @@ def write_bpe(path: Path, vocab: dict, pre: str) -> Path:
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
-    w.add_token_types([3 if t in CONTROL else 1 for t in tokens])
+    w.add_token_types([types.get(t, 1) for t in tokens])
     w.add_token_merges(vocab["merges"])
-    w.add_eos_token_id(len(vocab["tokens"]))
+    for kind, token in keys.items():
+        w.add_uint32(f"tokenizer.ggml.{kind}_token_id", tokens.index(token))
     write_out(w)
     return path
+
+
+def kind(attr: int) -> str:
+    """llama.cpp's token attributes as the token type they act as."""
+    import llama_cpp
+
+    if attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL:
+        return "control"
+    return "user-defined" if attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED else "normal"
 
 
 def model_files(folder: Path) -> dict[str, Path]:
@@ -129,10 +158,19 @@ def main() -> None:
             )
             ids[pre] = [llm.tokenize(t.encode(), add_bos=False, special=False) for t in TEXTS]
             ids[pre + " with BOS"] = llm.tokenize(TEXTS[0].encode(), add_bos=True, special=False)
+        eog = {}
+        for case, (extra, _, _) in EOG_CASES.items():
+            path = write_bpe(Path(tmp) / "case.gguf", vocab, "qwen2", case)
+            llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)  # held: it owns the vocabulary
+            table = llama_cpp.llama_model_get_vocab(llm.model)
+            first = len(vocab["tokens"])
+            eog[case] = {
+                "eog": [i for i in range(first + len(extra)) if llama_cpp.llama_vocab_is_eog(table, i)],
+                "kinds": {t: kind(llama_cpp.llama_vocab_get_attr(table, first + j)) for j, t in enumerate(extra)},
+            }
         made_by = f"llama-cpp-python {llama_cpp.__version__}"
-        (DATA / "llamacpp_bpe.json").write_text(
-            json.dumps({"made_by": made_by, "vocab": vocab, "texts": TEXTS, "ids": ids}, ensure_ascii=False) + "\n"
-        )
+        record = {"made_by": made_by, "vocab": vocab, "texts": TEXTS, "ids": ids, "eog": eog}
+        (DATA / "llamacpp_bpe.json").write_text(json.dumps(record, ensure_ascii=False) + "\n")
         logits = {}
         (Path(tmp) / "models").mkdir()
         for name, path in model_files(Path(tmp) / "models").items():

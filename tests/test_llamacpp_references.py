@@ -53,3 +53,19 @@ def test_small_models_give_llama_cpps_logits(models, name):
     theirs = LOGITS[name].astype(np.float32)
     error = np.linalg.norm(ours - theirs, axis=1) / np.linalg.norm(theirs, axis=1)
     assert error.max() < MAX_ERROR and error.mean() < MEAN_ERROR, (error.max(), error.mean())
+
+
+@pytest.mark.parametrize("case", BPE["eog"])
+def test_end_of_generation_and_special_tokens_as_llama_cpp_finds_them(tmp_path, case):
+    from gguf import TokenType
+
+    from muser_mlx.lm.tokenizer import Vocab
+
+    with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], "qwen2", case)) as f:
+        vocab = Vocab.from_gguf(f)
+    names = {TokenType.CONTROL: "control", TokenType.USER_DEFINED: "user-defined", TokenType.NORMAL: "normal"}
+    first = len(BPE["vocab"]["tokens"])
+    assert vocab.eog == BPE["eog"][case]["eog"]
+    assert {t: names[vocab.types[first + j]] for j, t in enumerate(BPE["eog"][case]["kinds"])} == BPE["eog"][case][
+        "kinds"
+    ]
