@@ -8,7 +8,8 @@ hold the package to it (tests/test_llamacpp_references.py):
   vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
   special token acts as;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
-  qwen2 and qwen3 files of ``test_architectures.write_qwen``, a qwen3 one with YaRN rope scaling,
+  qwen2, qwen3 and gemma3 files of ``test_architectures.write_model`` (gemma3: 6 layers, windows
+  of 16), a qwen3 one with YaRN rope scaling, a gemma3 one with Gemma 3 4B's linear scaling by 8,
   and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with each file's SHA-256, so that a
   file the writers no longer reproduce fails as such.
 
@@ -108,7 +109,7 @@ def kind(attr: int) -> str:
 
 def model_files(folder: Path) -> dict[str, Path]:
     """The small models whose logits are recorded, written into ``folder``."""
-    from test_architectures import write_qwen
+    from test_architectures import write_model
     from test_load import LLAMA3_SCALING, llama3_rope_factors
 
     def yarn(w):
@@ -116,9 +117,15 @@ def model_files(folder: Path) -> dict[str, Path]:
         w.add_float32("qwen3.rope.scaling.factor", 4.0)
         w.add_uint32("qwen3.rope.scaling.original_context_length", 64)
 
-    write_qwen(folder / "qwen2.gguf", "qwen2", tied=False)
-    write_qwen(folder / "qwen3.gguf", "qwen3", tied=True)
-    write_qwen(folder / "qwen3_yarn.gguf", "qwen3", tied=True, more=yarn)
+    def linear8(w):
+        w.add_string("gemma3.rope.scaling.type", "linear")
+        w.add_float32("gemma3.rope.scaling.factor", 8.0)
+
+    write_model(folder / "gemma3.gguf", "gemma3", tied=True)
+    write_model(folder / "gemma3_linear8.gguf", "gemma3", tied=True, more=linear8)
+    write_model(folder / "qwen2.gguf", "qwen2", tied=False)
+    write_model(folder / "qwen3.gguf", "qwen3", tied=True)
+    write_model(folder / "qwen3_yarn.gguf", "qwen3", tied=True, more=yarn)
     factors = llama3_rope_factors(128, 10000.0, LLAMA3_SCALING)
     rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), folder / "llama_rope_freqs.gguf", {"rope_freqs.weight": factors})
     return {p.stem: p for p in sorted(folder.glob("*.gguf"))}

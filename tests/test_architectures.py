@@ -31,13 +31,23 @@ NAMES = {
 }
 
 
-def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2"):
-    """A 2-layer qwen2/qwen3 GGUF of Q8_0 projections and F32 norms and biases; returns
+GEMMA3_NAMES = {  # where gemma3_text's norms differ from NAMES
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
+GEMMA3_LAYERS, GEMMA3_WINDOW = 6, 16  # one global layer (the sixth), sliding windows of 16
+
+
+def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2"):
+    """A qwen2 / qwen3 (2 layers) or gemma3 (6, tied) GGUF of Q8_0 projections and F32 norms and
+    biases, as llama.cpp's converter lays them out (Gemma's norms stored as 1 + w); returns
     {mlx-lm parameter name: float32 array} of what gguf-py dequantizes it to. ``skip``: tensor
     names left out; ``more(writer)`` adds keys or tensors; ``pre``: tokenizer.ggml.pre."""
+    gemma = arch == "gemma3"
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
-    w.add_block_count(2)
+    w.add_block_count(GEMMA3_LAYERS if gemma else 2)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
     w.add_head_count(HEADS)
@@ -46,6 +56,9 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mor
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1e6)
     w.add_context_length(512)
+    if gemma:
+        w.add_value_length(HEAD_DIM)
+        w.add_sliding_window(GEMMA3_WINDOW)
     alphabet = byte_level_alphabet()
     tokens = alphabet + ["Ġt", "he", "Ġthe", "<|endoftext|>"]
     tokens += [f"tok{i}" for i in range(VOCAB - len(tokens))]
@@ -56,6 +69,7 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mor
     w.add_token_merges(["Ġ t", "h e", "Ġt he"])
     w.add_eos_token_id(tokens.index("<|endoftext|>"))
     reference = {}
+    names = {**NAMES, **GEMMA3_NAMES} if gemma else NAMES
 
     def matrix(name, hf, rows, cols):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
@@ -67,13 +81,18 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mor
         v = (offset + rng.normal(0, 0.1, n)).astype(np.float32)
         if name not in skip:
             w.add_tensor(name, v)
-            reference[hf] = v
+            reference[hf] = v - 1.0 if gemma and name.endswith("norm.weight") else v
 
     matrix("token_embd.weight", "model.embed_tokens.weight", VOCAB, HIDDEN)
     if not tied:
         matrix("output.weight", "lm_head.weight", VOCAB, HIDDEN)
     vector("output_norm.weight", "model.norm.weight", HIDDEN, 1.0)
-    for i in range(2):
+    norms = (("attn_norm", HIDDEN), ("ffn_norm", HIDDEN))
+    if arch != "qwen2":
+        norms += (("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM))
+    if gemma:
+        norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
+    for i in range(GEMMA3_LAYERS if gemma else 2):
         for kind, rows, cols in (
             ("attn_q", HEADS * HEAD_DIM, HIDDEN),
             ("attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
@@ -83,27 +102,27 @@ def write_qwen(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mor
             ("ffn_up", FFN, HIDDEN),
             ("ffn_down", HIDDEN, FFN),
         ):
-            matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", rows, cols)
+            matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{names[kind]}.weight", rows, cols)
             if arch == "qwen2" and kind in ("attn_q", "attn_k", "attn_v"):
-                vector(f"blk.{i}.{kind}.bias", f"model.layers.{i}.{NAMES[kind]}.bias", rows)
-        for kind, n in (("attn_norm", HIDDEN), ("ffn_norm", HIDDEN)) + (
-            (("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM)) if arch == "qwen3" else ()
-        ):
-            vector(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{NAMES[kind]}.weight", n, 1.0)
+                vector(f"blk.{i}.{kind}.bias", f"model.layers.{i}.{names[kind]}.bias", rows)
+        for kind, n in norms:
+            vector(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{names[kind]}.weight", n, 1.0)
     if more is not None:
         more(w)
     write_out(w)
     return reference
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
-@pytest.mark.parametrize("tied", [True, False])
-def test_qwen_files_load_as_mlx_lms_model(tmp_path, arch, tied):
-    reference = write_qwen(tmp_path / f"{arch}.gguf", arch, tied)
+@pytest.mark.parametrize(
+    "arch, tied", [("qwen2", True), ("qwen2", False), ("qwen3", True), ("qwen3", False), ("gemma3", True)]
+)
+def test_files_load_as_mlx_lms_model(tmp_path, arch, tied):
+    reference = write_model(tmp_path / f"{arch}.gguf", arch, tied)
     model, tokenizer = muser_mlx.load(tmp_path / f"{arch}.gguf", dtype=mx.float32)
-    assert type(model).__module__ == f"mlx_lm.models.{arch}" and model.args.tie_word_embeddings is tied
+    assert type(model).__module__ == f"mlx_lm.models.{ARCHITECTURES[arch].model_type}"
+    assert getattr(model.args, "tie_word_embeddings", True) is tied  # gemma3_text always ties
     float_model = type(model)(model.args)
-    float_model.load_weights([(k, mx.array(v)) for k, v in reference.items()], strict=True)
+    float_model.load_weights(list(float_model.sanitize({k: mx.array(v) for k, v in reference.items()}).items()))
     ids = mx.array([[3, 77, 150, 299, 12, 5]])
     ours, theirs = np.array(model(ids)), np.array(float_model(ids))
     assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 1e-5
@@ -141,7 +160,7 @@ def test_every_table_names_its_mlx_lm_module():
 
 
 def test_a_tensor_of_the_wrong_shape_is_a_gguf_error(tmp_path):
-    write_qwen(tmp_path / "q.gguf", "qwen3", tied=True)
+    write_model(tmp_path / "q.gguf", "qwen3", tied=True)
     from muser_mlx.gguf import open_gguf
 
     with open_gguf(tmp_path / "q.gguf") as f:
@@ -174,15 +193,15 @@ def test_tensors_the_model_has_no_place_for(tmp_path, monkeypatch):
     and the tensors before any weight is read; a tensor the model needs and the file lacks is one
     naming the file once the rest are read."""
     extra = lambda w: w.add_tensor("blk.2.attn_norm.weight", np.ones(HIDDEN, np.float32))  # noqa: E731
-    write_qwen(tmp_path / "extra.gguf", "qwen3", tied=True, more=extra)
-    write_qwen(
+    write_model(tmp_path / "extra.gguf", "qwen3", tied=True, more=extra)
+    write_model(
         tmp_path / "short.gguf",
         "qwen3",
         tied=True,
         skip=("blk.1.ffn_norm.weight",),
         more=lambda w: w.add_tensor("blk.1.ffn_norm.weight", np.ones(HIDDEN - 1, np.float32)),
     )
-    write_qwen(tmp_path / "missing.gguf", "qwen3", tied=True, skip=("blk.1.ffn_down.weight",))
+    write_model(tmp_path / "missing.gguf", "qwen3", tied=True, skip=("blk.1.ffn_down.weight",))
     with monkeypatch.context() as m:
         no_weight_read(m)
         with pytest.raises(muser_mlx.GGUFError, match=r"extra.gguf: tensors blk.2.attn_norm.weight have no place"):
@@ -209,14 +228,14 @@ def test_tensors_the_model_has_no_place_for(tmp_path, monkeypatch):
 )
 def test_a_bad_vocabulary_is_refused_before_any_weight_is_read(tmp_path, monkeypatch, more, message):
     path = tmp_path / "v.gguf"
-    write_qwen(path, "qwen3", tied=True, more=more)
+    write_model(path, "qwen3", tied=True, more=more)
     no_weight_read(monkeypatch)
     with pytest.raises(muser_mlx.GGUFError, match=f"v.gguf: {message}"):
         muser_mlx.load(path)
 
 
 def test_an_unknown_pre_tokenizer_names_the_file(tmp_path, monkeypatch):
-    write_qwen(tmp_path / "p.gguf", "qwen3", tied=True, pre="not-a-pre-tokenizer")
+    write_model(tmp_path / "p.gguf", "qwen3", tied=True, pre="not-a-pre-tokenizer")
     no_weight_read(monkeypatch)
     with pytest.raises(muser_mlx.GGUFError, match=r"p.gguf: tokenizer.ggml.pre 'not-a-pre-tokenizer' is not supported"):
         muser_mlx.load(tmp_path / "p.gguf")
@@ -240,7 +259,7 @@ def test_llama_bpe_vocabularies_take_a_bos_unless_told_otherwise(tmp_path):
         ("llama-bpe", lambda w: w.add_add_bos_token(False), False),
     ):
         path = tmp_path / f"{pre}{bos}.gguf"
-        write_qwen(path, "qwen3", tied=True, pre=pre, more=more)
+        write_model(path, "qwen3", tied=True, pre=pre, more=more)
         with open_gguf(path) as f:
             assert Vocab.from_gguf(f).add_bos is bos, (pre, more)
 
@@ -261,7 +280,7 @@ def test_sizes_are_positive_integers(tmp_path, key, value, message):
         w.kv_data[0].pop(key)
         adders[type(value)](w, key, value)
 
-    write_qwen(path, "qwen3", tied=True, more=replace)
+    write_model(path, "qwen3", tied=True, more=replace)
     with pytest.raises(muser_mlx.GGUFError, match=message):
         muser_mlx.load(path)
 
@@ -277,8 +296,8 @@ def test_per_layer_head_counts_of_one_value_and_rope_scaling_as_llama_cpp(tmp_pa
         w.add_array("qwen3.attention.head_count_kv", [KV_HEADS, KV_HEADS])
         w.add_float32("qwen3.rope.scaling.factor", 4.0)
 
-    write_qwen(tmp_path / "a.gguf", "qwen3", tied=True, more=more)
-    write_qwen(tmp_path / "b.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scale_linear", 2.0))
+    write_model(tmp_path / "a.gguf", "qwen3", tied=True, more=more)
+    write_model(tmp_path / "b.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scale_linear", 2.0))
     arch = ARCHITECTURES["qwen3"]
     with open_gguf(tmp_path / "a.gguf") as f:
         args = arch.args(Metadata(f, "qwen3"))
@@ -289,7 +308,7 @@ def test_per_layer_head_counts_of_one_value_and_rope_scaling_as_llama_cpp(tmp_pa
 
 def test_a_group_that_splits_a_head_is_refused(tmp_path):
     """4 attention heads and 2 key-value heads over 4 members: each would hold half a KV head."""
-    write_qwen(tmp_path / "h.gguf", "qwen3", tied=True)
+    write_model(tmp_path / "h.gguf", "qwen3", tied=True)
 
     class Four:
         def size(self):
@@ -331,13 +350,13 @@ def test_yarn_rope_scaling_rotates_as_llama_cpp(tmp_path):
         w.add_float32("qwen3.rope.scaling.factor", 4.0)
         w.add_uint32("qwen3.rope.scaling.original_context_length", 4096)
 
-    write_qwen(tmp_path / "y.gguf", "qwen3", tied=True, more=yarn)
+    write_model(tmp_path / "y.gguf", "qwen3", tied=True, more=yarn)
     model, _ = muser_mlx.load(tmp_path / "y.gguf", mx.float32)
     x = np.random.default_rng(0).standard_normal((300, HEAD_DIM)).astype(np.float32)
     got = np.array(model.layers[1].self_attn.rope(mx.array(x)[None, None]))[0, 0]
     assert np.allclose(got, ggml_yarn_rope(x.astype(np.float64), 1e6, 4.0, 4096), rtol=1e-4, atol=1e-4)
 
-    write_qwen(
+    write_model(
         tmp_path / "t.gguf",
         "qwen3",
         tied=True,
@@ -349,7 +368,7 @@ def test_yarn_rope_scaling_rotates_as_llama_cpp(tmp_path):
 
 
 def test_a_rope_attention_factor_is_refused(tmp_path):
-    write_qwen(
+    write_model(
         tmp_path / "a.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scaling.attn_factor", 0.8)
     )
     with pytest.raises(muser_mlx.GGUFError, match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is\)"):
