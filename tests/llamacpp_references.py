@@ -3,8 +3,8 @@ hold the package to it (tests/test_llamacpp_references.py):
 
 - llamacpp_bpe.json: a byte-level BPE vocabulary (600 tokens trained by ``tokenizers`` on the
   README, two control tokens after them) written once per ``tokenizer.ggml.pre`` name of
-  ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` (no BOS,
-  no special-token parsing) and for the first with its BOS; and for each of ``EOG_CASES`` (the
+  ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` without
+  and with special-token parsing (no BOS), and for the first with its BOS; and for each of ``EOG_CASES`` (the
   vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
   special token acts as;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
@@ -51,6 +51,7 @@ TEXTS = [
     "½ ² ٣ Ⅷ",
     "a\u00a0b\u3000c\u0085d",
     "<|im_end|> inside text",
+    "a<|im_end|>b <|endoftext|> c<|im_end|>",
     "   ",
     "x",
     "The quick brown fox jumps over the lazy dog.",
@@ -165,6 +166,7 @@ def main() -> None:
             )
             ids[pre] = [llm.tokenize(t.encode(), add_bos=False, special=False) for t in TEXTS]
             ids[pre + " with BOS"] = llm.tokenize(TEXTS[0].encode(), add_bos=True, special=False)
+            ids[pre + " parsing specials"] = [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TEXTS]
         eog = {}
         for case, (extra, _, _) in EOG_CASES.items():
             path = write_bpe(Path(tmp) / "case.gguf", vocab, "qwen2", case)

@@ -16,6 +16,7 @@ from llamacpp_references import DATA, POSITIONS, model_files, sha256, write_bpe
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 BPE = json.loads((DATA / "llamacpp_bpe.json").read_text())
+PRES = [name for name in BPE["ids"] if " " not in name]  # the pre-tokenizer names (not "<name> with BOS" ...)
 LOGITS = np.load(DATA / "llamacpp_logits.npz")
 MAX_ERROR, MEAN_ERROR = 0.08, 0.04  # relative L2 of a position's logits; llama.cpp's Q8_0 dot products round x
 
@@ -23,16 +24,18 @@ MAX_ERROR, MEAN_ERROR = 0.08, 0.04  # relative L2 of a position's logits; llama.
 def test_every_pre_tokenizer_name_has_llama_cpps_ids():
     from muser_mlx.lm.tokenizer import PRE_TOKENIZERS
 
-    assert {name for name in BPE["ids"] if not name.endswith(" with BOS")} == set(PRE_TOKENIZERS)
+    assert set(PRES) == set(PRE_TOKENIZERS)
 
 
-@pytest.mark.parametrize("pre", [name for name in BPE["ids"] if not name.endswith(" with BOS")])
+@pytest.mark.parametrize("pre", PRES)
 def test_pre_tokenizers_give_llama_cpps_ids(tmp_path, pre):
     from muser_mlx.lm.tokenizer import Vocab, build_tokenizer
 
     with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], pre)) as f:
         tok = build_tokenizer(Vocab.from_gguf(f))
     assert tok.encode(BPE["texts"][0]).ids == BPE["ids"][pre + " with BOS"]
+    for text, ids in zip(BPE["texts"], BPE["ids"][pre + " parsing specials"], strict=True):
+        assert tok.encode(text, add_special_tokens=False).ids == ids, text
     tok.encode_special_tokens = True  # llama.cpp's special=False
     for text, ids in zip(BPE["texts"], BPE["ids"][pre], strict=True):
         assert tok.encode(text, add_special_tokens=False).ids == ids, text
