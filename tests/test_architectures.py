@@ -39,11 +39,20 @@ GEMMA3_NAMES = {  # where gemma3_text's norms differ from NAMES
 GEMMA3_LAYERS, GEMMA3_WINDOW = 6, 16  # one global layer (the sixth), sliding windows of 16
 
 
-def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2"):
-    """A qwen2 / qwen3 (2 layers) or gemma3 (6, tied) GGUF of Q8_0 projections and F32 norms and
-    biases, as llama.cpp's converter lays them out (Gemma's norms stored as 1 + w); returns
-    {mlx-lm parameter name: float32 array} of what gguf-py dequantizes it to. ``skip``: tensor
-    names left out; ``more(writer)`` adds keys or tensors; ``pre``: tokenizer.ggml.pre."""
+def permute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """convert_hf_to_gguf.py's LlamaModel.permute: each head's rows from Hugging Face's rotate-half
+    pairs (i, i + d/2) to ggml's adjacent pairs (2i, 2i + 1)."""
+    return rows.reshape(heads, 2, rows.shape[0] // heads // 2, *rows.shape[1:]).swapaxes(1, 2).reshape(rows.shape)
+
+
+def write_model(
+    path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
+):
+    """A llama / qwen2 / qwen3 (2 layers) or gemma3 (6, tied) GGUF of Q8_0 projections and F32
+    norms and biases, as llama.cpp's converter lays them out (llama's Q and K rows permuted,
+    Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
+    dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
+    ``pre``: tokenizer.ggml.pre; ``head_dim``: attention.key_length (any, as Mistral Nemo's)."""
     gemma = arch == "gemma3"
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
@@ -52,12 +61,12 @@ def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mo
     w.add_feed_forward_length(FFN)
     w.add_head_count(HEADS)
     w.add_head_count_kv(KV_HEADS)
-    w.add_key_length(HEAD_DIM)
+    w.add_key_length(head_dim)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_rope_freq_base(1e6)
     w.add_context_length(512)
-    if gemma:
-        w.add_value_length(HEAD_DIM)
+    if gemma or head_dim != HEAD_DIM:
+        w.add_value_length(head_dim)
         w.add_sliding_window(GEMMA3_WINDOW)
     alphabet = byte_level_alphabet()
     tokens = alphabet + ["Ġt", "he", "Ġthe", "<|endoftext|>"]
@@ -71,10 +80,11 @@ def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mo
     reference = {}
     names = {**NAMES, **GEMMA3_NAMES} if gemma else NAMES
 
-    def matrix(name, hf, rows, cols):
+    def matrix(name, hf, rows, cols, heads=None):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
         if name not in skip:
-            w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+            file_rows = permute(q, heads) if arch == "llama" and heads else q  # whole rows of bytes move
+            w.add_tensor(name, file_rows, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
             reference[hf] = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0)
 
     def vector(name, hf, n, offset=0.0):
@@ -88,21 +98,21 @@ def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mo
         matrix("output.weight", "lm_head.weight", VOCAB, HIDDEN)
     vector("output_norm.weight", "model.norm.weight", HIDDEN, 1.0)
     norms = (("attn_norm", HIDDEN), ("ffn_norm", HIDDEN))
-    if arch != "qwen2":
-        norms += (("attn_q_norm", HEAD_DIM), ("attn_k_norm", HEAD_DIM))
+    if arch in ("qwen3", "gemma3"):
+        norms += (("attn_q_norm", head_dim), ("attn_k_norm", head_dim))
     if gemma:
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
     for i in range(GEMMA3_LAYERS if gemma else 2):
-        for kind, rows, cols in (
-            ("attn_q", HEADS * HEAD_DIM, HIDDEN),
-            ("attn_k", KV_HEADS * HEAD_DIM, HIDDEN),
-            ("attn_v", KV_HEADS * HEAD_DIM, HIDDEN),
-            ("attn_output", HIDDEN, HEADS * HEAD_DIM),
-            ("ffn_gate", FFN, HIDDEN),
-            ("ffn_up", FFN, HIDDEN),
-            ("ffn_down", HIDDEN, FFN),
+        for kind, rows, cols, heads in (
+            ("attn_q", HEADS * head_dim, HIDDEN, HEADS),
+            ("attn_k", KV_HEADS * head_dim, HIDDEN, KV_HEADS),
+            ("attn_v", KV_HEADS * head_dim, HIDDEN, None),
+            ("attn_output", HIDDEN, HEADS * head_dim, None),
+            ("ffn_gate", FFN, HIDDEN, None),
+            ("ffn_up", FFN, HIDDEN, None),
+            ("ffn_down", HIDDEN, FFN, None),
         ):
-            matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{names[kind]}.weight", rows, cols)
+            matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{names[kind]}.weight", rows, cols, heads)
             if arch == "qwen2" and kind in ("attn_q", "attn_k", "attn_v"):
                 vector(f"blk.{i}.{kind}.bias", f"model.layers.{i}.{names[kind]}.bias", rows)
         for kind, n in norms:
@@ -114,10 +124,18 @@ def write_model(path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), mo
 
 
 @pytest.mark.parametrize(
-    "arch, tied", [("qwen2", True), ("qwen2", False), ("qwen3", True), ("qwen3", False), ("gemma3", True)]
+    "arch, tied, head_dim",
+    [
+        ("qwen2", True, HEAD_DIM),
+        ("qwen2", False, HEAD_DIM),
+        ("qwen3", True, HEAD_DIM),
+        ("qwen3", False, HEAD_DIM),
+        ("gemma3", True, HEAD_DIM),
+        ("llama", False, 2 * HEAD_DIM),  # Q and K rows permuted; a head dim past hidden / heads (Mistral Nemo)
+    ],
 )
-def test_files_load_as_mlx_lms_model(tmp_path, arch, tied):
-    reference = write_model(tmp_path / f"{arch}.gguf", arch, tied)
+def test_files_load_as_mlx_lms_model(tmp_path, arch, tied, head_dim):
+    reference = write_model(tmp_path / f"{arch}.gguf", arch, tied, head_dim=head_dim)
     model, tokenizer = muser_mlx.load(tmp_path / f"{arch}.gguf", dtype=mx.float32)
     assert type(model).__module__ == f"mlx_lm.models.{ARCHITECTURES[arch].model_type}"
     assert getattr(model.args, "tie_word_embeddings", True) is tied  # gemma3_text always ties
@@ -137,14 +155,6 @@ def tokens_index(tokenizer, token: str) -> int:
 def test_unpermute_undoes_llama_cpps_permute():
     """convert_hf_to_gguf.py's LlamaModel.permute, as llama.cpp writes it, then ours: the rows
     come back in order, for a weight's byte rows and for a bias."""
-
-    def permute(weights, n_head):
-        return (
-            weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-            .swapaxes(1, 2)
-            .reshape(weights.shape)
-        )
-
     rows = np.arange(8 * 64 * 3).reshape(8 * 64, 3)
     assert np.array_equal(unpermute_rows(permute(rows, 8), 8), rows)
     bias = np.arange(128)

@@ -47,7 +47,9 @@ def models(tmp_path_factory):
     return model_files(tmp_path_factory.mktemp("models"))
 
 
-@pytest.mark.parametrize("name", ["qwen2", "qwen3", "qwen3_yarn", "gemma3", "gemma3_linear8", "llama_rope_freqs"])
+@pytest.mark.parametrize(
+    "name", ["llama_head_dim_32", "qwen2", "qwen3", "qwen3_yarn", "gemma3", "gemma3_linear8", "llama_rope_freqs"]
+)
 def test_small_models_give_llama_cpps_logits(models, name):
     path = models[name]
     assert sha256(path) == str(LOGITS[name + ".sha256"]), "the writers no longer make the file llama.cpp ran"
