@@ -31,7 +31,7 @@ NAMES = {
 }
 
 
-GEMMA3_NAMES = {  # where gemma3_text's norms differ from NAMES
+GEMMA_NAMES = {  # where gemma2's and gemma3_text's norms differ from NAMES
     "ffn_norm": "pre_feedforward_layernorm",
     "post_attention_norm": "post_attention_layernorm",
     "post_ffw_norm": "post_feedforward_layernorm",
@@ -48,15 +48,16 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / qwen2 / qwen3 (2 layers) or gemma3 (6, tied) GGUF of Q8_0 projections and F32
+    """A llama / qwen2 / qwen3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
     norms and biases, as llama.cpp's converter lays them out (llama's Q and K rows permuted,
     Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
     ``pre``: tokenizer.ggml.pre; ``head_dim``: attention.key_length (any, as Mistral Nemo's)."""
-    gemma = arch == "gemma3"
+    gemma = arch.startswith("gemma")
+    layers = GEMMA3_LAYERS if arch == "gemma3" else 2
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
-    w.add_block_count(GEMMA3_LAYERS if gemma else 2)
+    w.add_block_count(layers)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
     w.add_head_count(HEADS)
@@ -67,7 +68,11 @@ def write_model(
     w.add_context_length(512)
     if gemma or head_dim != HEAD_DIM:
         w.add_value_length(head_dim)
+    if arch == "gemma3":
         w.add_sliding_window(GEMMA3_WINDOW)
+    if arch == "gemma2":  # small enough to bend these logits (llama.cpp: 50 and 30 by default); windows of 4,096
+        w.add_float32("gemma2.attn_logit_softcapping", 0.5)
+        w.add_float32("gemma2.final_logit_softcapping", 1.0)
     alphabet = byte_level_alphabet()
     tokens = alphabet + ["Ġt", "he", "Ġthe", "<|endoftext|>"]
     tokens += [f"tok{i}" for i in range(VOCAB - len(tokens))]
@@ -78,7 +83,7 @@ def write_model(
     w.add_token_merges(["Ġ t", "h e", "Ġt he"])
     w.add_eos_token_id(tokens.index("<|endoftext|>"))
     reference = {}
-    names = {**NAMES, **GEMMA3_NAMES} if gemma else NAMES
+    names = {**NAMES, **GEMMA_NAMES} if gemma else NAMES
 
     def matrix(name, hf, rows, cols, heads=None):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
@@ -102,7 +107,7 @@ def write_model(
         norms += (("attn_q_norm", head_dim), ("attn_k_norm", head_dim))
     if gemma:
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
-    for i in range(GEMMA3_LAYERS if gemma else 2):
+    for i in range(layers):
         for kind, rows, cols, heads in (
             ("attn_q", HEADS * head_dim, HIDDEN, HEADS),
             ("attn_k", KV_HEADS * head_dim, HIDDEN, KV_HEADS),
@@ -130,6 +135,7 @@ def write_model(
         ("qwen2", False, HEAD_DIM),
         ("qwen3", True, HEAD_DIM),
         ("qwen3", False, HEAD_DIM),
+        ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),
         ("llama", False, 2 * HEAD_DIM),  # Q and K rows permuted; a head dim past hidden / heads (Mistral Nemo)
     ],
@@ -140,7 +146,8 @@ def test_files_load_as_mlx_lms_model(tmp_path, arch, tied, head_dim):
     assert type(model).__module__ == f"mlx_lm.models.{ARCHITECTURES[arch].model_type}"
     assert getattr(model.args, "tie_word_embeddings", True) is tied  # gemma3_text always ties
     float_model = type(model)(model.args)
-    float_model.load_weights(list(float_model.sanitize({k: mx.array(v) for k, v in reference.items()}).items()))
+    weights = {k: mx.array(v) for k, v in reference.items()}
+    float_model.load_weights(list(getattr(float_model, "sanitize", dict)(weights).items()))
     ids = mx.array([[3, 77, 150, 299, 12, 5]])
     ours, theirs = np.array(model(ids)), np.array(float_model(ids))
     assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 1e-5
@@ -383,3 +390,21 @@ def test_a_rope_attention_factor_is_refused(tmp_path):
     )
     with pytest.raises(muser_mlx.GGUFError, match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is\)"):
         muser_mlx.load(tmp_path / "a.gguf")
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("gemma2.rope.scaling.factor", 8.0, r"gemma2 with rope scaling is not supported \(mlx-lm's gemma2 has none\)"),
+        ("gemma2.rope.freq_base_swa", 1e4, r"gemma2.rope.freq_base_swa 10000.0 is not supported"),
+        ("gemma2.final_logit_softcapping", 0.0, r"gemma2.final_logit_softcapping is 0.0; a positive number"),
+    ],
+)
+def test_what_mlx_lms_gemma2_cannot_hold_is_refused(tmp_path, key, value, message):
+    def more(w):
+        w.kv_data[0].pop(key, None)
+        w.add_float32(key, value)
+
+    write_model(tmp_path / "g.gguf", "gemma2", tied=True, more=more)
+    with pytest.raises(muser_mlx.GGUFError, match=message):
+        muser_mlx.load(tmp_path / "g.gguf")

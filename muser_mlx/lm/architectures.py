@@ -158,27 +158,60 @@ def _qwen3(m: Metadata) -> dict:
     return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
 
 
-# Gemma 3 values llama.cpp hard-codes (llama-model.cpp, LLM_ARCH_GEMMA3) rather than reads:
+# Gemma values llama.cpp hard-codes (llama-model.cpp / models/gemma2.cpp, LLM_ARCH_GEMMA3 and
+# LLM_ARCH_GEMMA2) rather than reads:
 GEMMA3_LOCAL_ROPE_BASE = 10000.0  # rope_freq_base_train_swa, the sliding-window layers' rope base
 GEMMA3_SLIDING_WINDOW_PATTERN = 6  # set_swa_pattern(6): every 6th layer attends globally
-GEMMA3_27B_LAYERS = 62  # LLM_TYPE_27B, whose attention scale is 1/sqrt(hidden / heads)
+GEMMA_27B_LAYERS = {"gemma2": 46, "gemma3": 62}  # LLM_TYPE_27B, whose attention scale is 1/sqrt(hidden / heads)
+GEMMA2_SOFTCAPS = {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}  # llama_hparams' defaults
+
+
+def _gemma(m: Metadata) -> dict:
+    """What Gemma 2 and 3 share: the common args, the rope base, no tie flag (mlx-lm's models
+    always tie), and the attention scale llama.cpp's f_attention_scale gives: 1/sqrt(head_dim),
+    except 1/sqrt(hidden / heads) for the 27B models."""
+    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    args.pop("tie_word_embeddings")
+    args["query_pre_attn_scalar"] = args["head_dim"]
+    if args["num_hidden_layers"] == GEMMA_27B_LAYERS[m.arch]:
+        args["query_pre_attn_scalar"] = args["hidden_size"] // args["num_attention_heads"]
+    return args
 
 
 def _gemma3(m: Metadata) -> dict:
-    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
-    # f_attention_scale: 1/sqrt(head_dim), except 1/sqrt(hidden / heads) for the 27B model
-    query_pre_attn_scalar = args["head_dim"]
-    if args["num_hidden_layers"] == GEMMA3_27B_LAYERS:
-        query_pre_attn_scalar = args["hidden_size"] // args["num_attention_heads"]
-    args.pop("tie_word_embeddings")  # gemma3_text ties by sanitize: no lm_head.weight
     return {
-        **args,
+        **_gemma(m),
         "rope_local_base_freq": GEMMA3_LOCAL_ROPE_BASE,
         "sliding_window": m.need("attention.sliding_window"),
         "sliding_window_pattern": GEMMA3_SLIDING_WINDOW_PATTERN,
-        "query_pre_attn_scalar": query_pre_attn_scalar,
     }
 
+
+def _gemma2(m: Metadata) -> dict:
+    """mlx-lm's gemma2 has no rope scaling, one rope base and no sliding windows (every layer
+    attends to the whole context: llama.cpp's every other layer to its last sliding_window
+    tokens, 4,096 by default, gives the same logits until a sequence is longer)."""
+    args = _gemma(m)
+    if "rope_scaling" in args:
+        raise GGUFError(f"{m.f.path}: gemma2 with rope scaling is not supported (mlx-lm's gemma2 has none)")
+    local_base = m.get("rope.freq_base_swa", args["rope_theta"])
+    if local_base != args["rope_theta"]:
+        raise GGUFError(
+            f"{m.f.path}: gemma2.rope.freq_base_swa {local_base!r} is not supported (mlx-lm's gemma2 has one "
+            f"rope base, here {args['rope_theta']!r})"
+        )
+    for key, default in GEMMA2_SOFTCAPS.items():
+        args[key] = m.get(key, default)
+        if isinstance(args[key], bool) or not isinstance(args[key], (int, float)) or not args[key] > 0:
+            raise GGUFError(f"{m.f.path}: gemma2.{key} is {args[key]!r}; a positive number is needed")
+    return args
+
+
+GEMMA_BLOCK_TENSORS = {  # where Gemma's names differ from BLOCK_TENSORS
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+}
 
 ARCHITECTURES = {
     a.gguf: a
@@ -189,20 +222,11 @@ ARCHITECTURES = {
         Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_factors=True),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
-        # convert_hf_to_gguf.py Gemma3Model: every norm weight is stored as 1 + w (ggml
-        # multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): six a block, Q and K norms among them.
-        Architecture(
-            "gemma3",
-            "gemma3_text",
-            _gemma3,
-            "bfloat16",
-            norm_offset=1.0,
-            block_tensors={
-                "post_attention_norm": "post_attention_layernorm",
-                "ffn_norm": "pre_feedforward_layernorm",
-                "post_ffw_norm": "post_feedforward_layernorm",
-            },
-        ),
+        # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
+        # (ggml multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): four a block, six
+        # with Gemma 3's Q and K norms.
+        Architecture("gemma2", "gemma2", _gemma2, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
+        Architecture("gemma3", "gemma3_text", _gemma3, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
     )
 }
 

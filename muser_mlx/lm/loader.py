@@ -50,7 +50,7 @@ def load(
     (see ``architectures``).
 
     Args:
-        path: a GGUF file of architecture llama, qwen2, qwen3 or gemma3 (else ``GGUFError``).
+        path: a GGUF file of architecture llama, qwen2, qwen3, gemma2 or gemma3 (else ``GGUFError``).
         dtype: the compute dtype (the embedding's output, norms, biases); default the family's
             (Gemma 3, Qwen: bfloat16; Llama: float16).
         adapter_path: mlx-lm LoRA adapters to apply (``mlx_lm.tuner.utils.load_adapters``).
@@ -79,7 +79,9 @@ def load(
             shard(model, group)
         parts = member_parts(model)
         _check_places(f, arch, places, model, parts)
-        weights = model.sanitize(gguf_weights(f, arch, args, places, parts))
+        weights = gguf_weights(f, arch, args, places, parts)
+        if hasattr(model, "sanitize"):  # as mlx_lm.utils.load_model (gemma2 has none)
+            weights = model.sanitize(weights)
         weights["model.embed_tokens.dtype"] = mx.zeros((0,), dtype)
         try:
             model.load_weights(list(weights.items()), strict=True)
