@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tensor", default="token_embd.weight")
     p.set_defaults(run=demo)
     p = sub.add_parser(
-        "generate", help="run a GGUF model (llama, qwen2, qwen3, gemma2, gemma3) in mlx-lm: text, tokens per second"
+        "generate",
+        help="run a GGUF model (llama, qwen2, qwen3, phi3, gemma2, gemma3) in mlx-lm: text, tokens per second",
     )
     p.add_argument("file", type=Path)
     p.add_argument("--prompt", required=True)

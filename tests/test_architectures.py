@@ -3,6 +3,8 @@ written with gguf-py (no llama.cpp fixture has them) load into the model whose l
 own model holding gguf-py's dequantization of the same tensors; the gpt2 tokenizer path; the
 llama Q/K permutation undone exactly."""
 
+import math
+
 import gguf
 import mlx.core as mx
 import numpy as np
@@ -31,6 +33,7 @@ NAMES = {
 }
 
 
+PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # Phi-3's fused projections
 GEMMA_NAMES = {  # where gemma2's and gemma3_text's norms differ from NAMES
     "ffn_norm": "pre_feedforward_layernorm",
     "post_attention_norm": "post_attention_layernorm",
@@ -48,7 +51,7 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / qwen2 / qwen3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
+    """A llama / qwen2 / qwen3 / phi3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
     norms and biases, as llama.cpp's converter lays them out (llama's Q and K rows permuted,
     Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
@@ -83,7 +86,7 @@ def write_model(
     w.add_token_merges(["Ġ t", "h e", "Ġt he"])
     w.add_eos_token_id(tokens.index("<|endoftext|>"))
     reference = {}
-    names = {**NAMES, **GEMMA_NAMES} if gemma else NAMES
+    names = {**NAMES, **(GEMMA_NAMES if gemma else PHI3_NAMES if arch == "phi3" else {})}
 
     def matrix(name, hf, rows, cols, heads=None):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
@@ -108,7 +111,7 @@ def write_model(
     if gemma:
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
     for i in range(layers):
-        for kind, rows, cols, heads in (
+        projections = (
             ("attn_q", HEADS * head_dim, HIDDEN, HEADS),
             ("attn_k", KV_HEADS * head_dim, HIDDEN, KV_HEADS),
             ("attn_v", KV_HEADS * head_dim, HIDDEN, None),
@@ -116,7 +119,15 @@ def write_model(
             ("ffn_gate", FFN, HIDDEN, None),
             ("ffn_up", FFN, HIDDEN, None),
             ("ffn_down", HIDDEN, FFN, None),
-        ):
+        )
+        if arch == "phi3":  # q, k and v rows in one tensor; gate then up rows in ffn_up
+            projections = (
+                ("attn_qkv", (HEADS + 2 * KV_HEADS) * head_dim, HIDDEN, None),
+                ("attn_output", HIDDEN, HEADS * head_dim, None),
+                ("ffn_up", 2 * FFN, HIDDEN, None),
+                ("ffn_down", HIDDEN, FFN, None),
+            )
+        for kind, rows, cols, heads in projections:
             matrix(f"blk.{i}.{kind}.weight", f"model.layers.{i}.{names[kind]}.weight", rows, cols, heads)
             if arch == "qwen2" and kind in ("attn_q", "attn_k", "attn_v"):
                 vector(f"blk.{i}.{kind}.bias", f"model.layers.{i}.{names[kind]}.bias", rows)
@@ -135,6 +146,7 @@ def write_model(
         ("qwen2", False, HEAD_DIM),
         ("qwen3", True, HEAD_DIM),
         ("qwen3", False, HEAD_DIM),
+        ("phi3", False, HEAD_DIM),
         ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),
         ("llama", False, 2 * HEAD_DIM),  # Q and K rows permuted; a head dim past hidden / heads (Mistral Nemo)
@@ -388,7 +400,10 @@ def test_a_rope_attention_factor_is_refused(tmp_path):
     write_model(
         tmp_path / "a.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scaling.attn_factor", 0.8)
     )
-    with pytest.raises(muser_mlx.GGUFError, match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is\)"):
+    with pytest.raises(
+        muser_mlx.GGUFError,
+        match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is: mlx-lm's rope has no other\)",
+    ):
         muser_mlx.load(tmp_path / "a.gguf")
 
 
@@ -408,3 +423,40 @@ def test_what_mlx_lms_gemma2_cannot_hold_is_refused(tmp_path, key, value, messag
     write_model(tmp_path / "g.gguf", "gemma2", tied=True, more=more)
     with pytest.raises(muser_mlx.GGUFError, match=message):
         muser_mlx.load(tmp_path / "g.gguf")
+
+
+PHI3_LONG = np.linspace(1.0, 8.0, 6, dtype=np.float32)  # a rope over 12 of the 16 head dims: 6 pairs
+PHI3_SHORT = np.linspace(1.0, 2.0, 6, dtype=np.float32)
+
+
+def phi3_long_rope(w, attn_factor: float = math.sqrt(1 + math.log(8) / math.log(64))):
+    """Phi-3.5's rope as the converter writes it, small: factors past an original context of 64
+    (the file's is 512), over 3/4 of the head dim, and the magnitude sqrt(1 + ln 8 / ln 64)."""
+    w.add_rope_dimension_count(12)
+    w.add_uint32("phi3.rope.scaling.original_context_length", 64)
+    w.add_float32("phi3.rope.scaling.attn_factor", attn_factor)
+    w.add_tensor("rope_factors_long.weight", PHI3_LONG)
+    w.add_tensor("rope_factors_short.weight", PHI3_SHORT)
+
+
+def test_phi3_rope_factors_are_mlx_lms_su_scaled_rope(tmp_path):
+    """Phi-3.5-style rope factors: mlx-lm's SuScaledRoPE of the file's long and short factors and
+    original context, over 3/4 of the head; the logits those of mlx-lm's phi3 of the same args."""
+    from mlx_lm.models.rope_utils import SuScaledRoPE
+
+    reference = write_model(tmp_path / "p.gguf", "phi3", tied=False, more=phi3_long_rope)
+    model, _ = muser_mlx.load(tmp_path / "p.gguf", dtype=mx.float32)
+    rope = model.layers[0].self_attn.rope
+    assert isinstance(rope, SuScaledRoPE) and rope.dim == 12 and rope.original_max_position_embeddings == 64
+    assert np.allclose(np.array(rope._freqs), PHI3_LONG * 1e6 ** (np.arange(0, 12, 2) / 12), rtol=1e-5)
+    float_model = type(model)(model.args)
+    float_model.load_weights([(k, mx.array(v)) for k, v in reference.items()])
+    ids = mx.array([list(range(3, 103))])
+    ours, theirs = np.array(model(ids)), np.array(float_model(ids))
+    assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 1e-5
+
+
+def test_a_phi3_magnitude_other_than_its_ropes_is_refused(tmp_path):
+    write_model(tmp_path / "p.gguf", "phi3", tied=False, more=lambda w: phi3_long_rope(w, 1.0))
+    with pytest.raises(muser_mlx.GGUFError, match=r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is"):
+        muser_mlx.load(tmp_path / "p.gguf")

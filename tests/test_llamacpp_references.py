@@ -49,7 +49,18 @@ def models(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "name",
-    ["llama_head_dim_32", "qwen2", "qwen3", "qwen3_yarn", "gemma2", "gemma3", "gemma3_linear8", "llama_rope_freqs"],
+    [
+        "llama_head_dim_32",
+        "qwen2",
+        "qwen3",
+        "qwen3_yarn",
+        "phi3",
+        "phi3_long_rope",
+        "gemma2",
+        "gemma3",
+        "gemma3_linear8",
+        "llama_rope_freqs",
+    ],
 )
 def test_small_models_give_llama_cpps_logits(models, name):
     path = models[name]

@@ -4,6 +4,7 @@ undone. One table per architecture; each quirk names the llama.cpp behaviour it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ import numpy as np
 from mlx import nn
 
 from ..errors import GGUFError
+from ..formats import FORMATS
 from ..gguf_values import ArrayInfo
 
 # GGUF block tensor -> mlx-lm module path inside ``model.layers.N`` (llama.cpp's LLM_TENSOR_NAMES,
@@ -38,7 +40,8 @@ class Architecture:
     (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``);
     ``block_tensors``: names that differ from :data:`BLOCK_TENSORS`; ``norm_offset``: what the
     converter added to every norm weight; ``permuted_qk``: Q and K rows are in llama.cpp's rope
-    order; ``rope_factors``: a ``rope_freqs.weight`` tensor is read (:class:`FactoredRoPE`);
+    order; ``rope_tensors``: tensors the rope reads, not parameters (llama's ``rope_freqs.weight``:
+    :class:`FactoredRoPE`; phi3's long and short factors);
     ``dtype``: the family's compute dtype (its checkpoints' ``torch_dtype``)."""
 
     gguf: str
@@ -48,7 +51,7 @@ class Architecture:
     block_tensors: dict = field(default_factory=dict)
     norm_offset: float = 0.0
     permuted_qk: bool = False
-    rope_factors: bool = False
+    rope_tensors: tuple[str, ...] = ()
 
     def tensor_names(self) -> dict[str, str]:
         """GGUF block tensor -> mlx-lm module path inside a layer."""
@@ -82,7 +85,11 @@ class Metadata:
             raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; a positive integer is needed")
         return int(value)
 
-    def common(self) -> dict:
+    def common(self, partial_rotary: bool = False, attn_factor: float = 1.0) -> dict:
+        """The args every architecture takes; ``partial_rotary``: a rope over fewer dims than the
+        head's is allowed (the caller gives mlx-lm its share); ``attn_factor``: the magnitude the
+        model's rope gives q and k, which ``rope.scaling.attn_factor`` must be (llama.cpp scales q
+        and k by it)."""
         if "token_embd.weight" not in self.f.tensors:
             raise GGUFError(f"{self.f.path}: no token_embd.weight; a {self.arch} model needs its token embedding")
         heads = self.count("attention.head_count")
@@ -91,7 +98,7 @@ class Metadata:
             raise GGUFError(f"{self.f.path}: {self.arch}.embedding_length {hidden} is less than its {heads} heads")
         head_dim = self.count("attention.key_length", hidden // heads)
         rope_dims = self.get("rope.dimension_count", head_dim)
-        if rope_dims != head_dim:
+        if rope_dims != head_dim and not (partial_rotary and isinstance(rope_dims, int) and 0 < rope_dims < head_dim):
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.rope.dimension_count {rope_dims} is not the head dim {head_dim}; "
                 "partial rotary embeddings are not supported"
@@ -119,10 +126,11 @@ class Metadata:
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear and yarn are)"
             )
-        attn_factor = self.get("rope.scaling.attn_factor", 1.0)
-        if attn_factor != 1.0:  # llama.cpp scales q and k by it; mlx-lm's ropes have no such factor
+        file_factor = self.get("rope.scaling.attn_factor", 1.0)
+        if not math.isclose(file_factor, attn_factor, rel_tol=1e-6):  # written as float32
             raise GGUFError(
-                f"{self.f.path}: {self.arch}.rope.scaling.attn_factor {attn_factor!r} is not supported (1 is)"
+                f"{self.f.path}: {self.arch}.rope.scaling.attn_factor {file_factor!r} is not supported "
+                f"({attn_factor:.7g} is: mlx-lm's rope has no other)"
             )
         if scaling == "linear" and factor not in (0.0, 1.0):
             args["rope_scaling"] = {"type": "linear", "factor": factor}
@@ -130,6 +138,27 @@ class Metadata:
             original = self.count("rope.scaling.original_context_length", args["max_position_embeddings"])
             args["rope_scaling"] = {"type": "yarn", "factor": factor, "original_max_position_embeddings": original}
         return args
+
+
+def decoded(f, name: str) -> mx.array:
+    """Tensor ``name`` of ``f``, float32 [n], by its format's decoder (``GGUFError`` for a type
+    muser_mlx does not read)."""
+    info = f.tensors[name]
+    fmt = FORMATS.get(info.qtype)
+    if fmt is None:
+        raise GGUFError(f"{f.path}: tensor {name!r} has type {info.qtype}; supported: {', '.join(FORMATS)}")
+    return fmt.decode(mx.array(f.read(name).reshape(-1)).reshape(-1, fmt.block_bytes)).reshape(-1)
+
+
+def rope_factors(f, name: str, count: int) -> mx.array:
+    """Tensor ``name`` of ``f``: ``count`` finite positive factors (float32), one a rotated pair,
+    else ``GGUFError``."""
+    info = f.tensors.get(name)
+    factors = decoded(f, name) if info is not None and len(info.shape) == 1 else None
+    if factors is None or factors.size != count or not mx.all(mx.isfinite(factors) & (factors > 0)).item():
+        shape = list(info.shape) if info is not None else "missing"
+        raise GGUFError(f"{f.path}: {name} {shape} is not {count} finite positive factors (one a rotated pair)")
+    return factors
 
 
 # llama.cpp's rope base where a file names none, for every architecture (rope_freq_base_train)
@@ -156,6 +185,42 @@ def _qwen2(m: Metadata) -> dict:
 
 def _qwen3(m: Metadata) -> dict:
     return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+
+
+# llama.cpp's divisors of each rotated pair's angle (float32 [head_dim / 2], one for every layer):
+# convert_hf_to_gguf.py writes them for Llama 3.1's "llama3" rope scaling in place of its settings.
+ROPE_FREQS = "rope_freqs.weight"
+
+
+# Phi-3's rope factors for contexts past its original one (one divisor of the angle a rotated
+# pair; llama.cpp takes the long ones where its context is longer than the original, mlx-lm's
+# SuScaledRoPE always)
+ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT = "rope_factors_long.weight", "rope_factors_short.weight"
+
+
+def _phi3(m: Metadata) -> dict:
+    """mlx-lm's phi3: its head dim hidden / heads, a rope over partial_rotary_factor of it, and
+    where the file has rope factors its SuScaledRoPE, whose magnitude the file's attn_factor must
+    be (convert_hf_to_gguf.py writes sqrt(1 + ln(s) / ln(original)), s = context / original)."""
+    longest = m.get("context_length", 4096)
+    scaled = ROPE_FACTORS_LONG in m.f.tensors
+    original = m.count("rope.scaling.original_context_length", longest) if scaled else longest
+    s = longest / original
+    magnitude = math.sqrt(1 + math.log(s) / math.log(original)) if scaled and s > 1 else 1.0
+    args = {**m.common(partial_rotary=True, attn_factor=magnitude), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    head_dim = args.pop("head_dim")
+    if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's phi3 has no head_dim
+        raise GGUFError(f"{m.f.path}: phi3.attention.key_length {head_dim} is not embedding_length / head_count")
+    rope_dims = m.get("rope.dimension_count", head_dim)
+    args["partial_rotary_factor"] = rope_dims / head_dim
+    if scaled:
+        args["original_max_position_embeddings"] = original
+        args["rope_scaling"] = {
+            "type": "longrope",
+            "long_factor": rope_factors(m.f, ROPE_FACTORS_LONG, rope_dims // 2).tolist(),
+            "short_factor": rope_factors(m.f, ROPE_FACTORS_SHORT, rope_dims // 2).tolist(),
+        }
+    return args
 
 
 # Gemma values llama.cpp hard-codes (llama-model.cpp / models/gemma2.cpp, LLM_ARCH_GEMMA3 and
@@ -219,21 +284,26 @@ ARCHITECTURES = {
         # convert_hf_to_gguf.py LlamaModel.permute: Q and K rows of each head reordered from
         # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
-        Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_factors=True),
+        Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
         # (ggml multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): four a block, six
         # with Gemma 3's Q and K norms.
+        # convert_hf_to_gguf.py Phi3MiniModel: Phi-3's fused projections kept (attn_qkv: q, k and v
+        # rows; ffn_up: gate then up rows), mlx-lm's qkv_proj and gate_up_proj.
+        Architecture(
+            "phi3",
+            "phi3",
+            _phi3,
+            "bfloat16",
+            block_tensors={"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
+            rope_tensors=(ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT),
+        ),
         Architecture("gemma2", "gemma2", _gemma2, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
         Architecture("gemma3", "gemma3_text", _gemma3, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
     )
 }
-
-
-# llama.cpp's divisors of each rotated pair's angle (float32 [head_dim / 2], one for every layer):
-# convert_hf_to_gguf.py writes them for Llama 3.1's "llama3" rope scaling in place of its settings.
-ROPE_FREQS = "rope_freqs.weight"
 
 
 class FactoredRoPE(nn.Module):

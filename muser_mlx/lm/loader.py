@@ -15,7 +15,6 @@ from mlx.utils import tree_flatten, tree_unflatten
 from .. import member_bytes
 from ..embedding import Embedding
 from ..errors import GGUFError
-from ..formats import FORMATS
 from ..gguf import open_gguf
 from ..linear import Linear
 from ..sharding import member_parts, shard
@@ -26,6 +25,8 @@ from .architectures import (
     FactoredRoPE,
     Metadata,
     architecture,
+    decoded,
+    rope_factors,
     unpermute_rows,
 )
 from .tokenizer import Vocab, tokenizer_wrapper
@@ -50,7 +51,7 @@ def load(
     (see ``architectures``).
 
     Args:
-        path: a GGUF file of architecture llama, qwen2, qwen3, gemma2 or gemma3 (else ``GGUFError``).
+        path: a GGUF file of architecture llama, qwen2, qwen3, phi3, gemma2 or gemma3 (else ``GGUFError``).
         dtype: the compute dtype (the embedding's output, norms, biases); default the family's
             (Gemma 3, Qwen: bfloat16; Llama: float16).
         adapter_path: mlx-lm LoRA adapters to apply (``mlx_lm.tuner.utils.load_adapters``).
@@ -69,7 +70,7 @@ def load(
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
-        if arch.rope_factors and ROPE_FREQS in f.tensors:
+        if ROPE_FREQS in arch.rope_tensors and ROPE_FREQS in f.tensors:
             rope = _factored_rope(f, args)
             for layer in model.layers:
                 layer.self_attn.rope = rope
@@ -104,7 +105,7 @@ def _places(f, arch: Architecture):
     order; ``GGUFError`` naming those with no place in the model."""
     names, places, unused = arch.tensor_names(), [], []
     for name, info in f.tensors.items():
-        if arch.rope_factors and name == ROPE_FREQS:  # no parameter: the rope's (_factored_rope)
+        if name in arch.rope_tensors:  # no parameter: the rope's (the architecture's args, _factored_rope)
             continue
         block = _BLOCK.fullmatch(name)
         if block:
@@ -124,14 +125,8 @@ def _places(f, arch: Architecture):
 
 def _factored_rope(f, args: dict) -> FactoredRoPE:
     """The rope of ``f``'s ``rope_freqs.weight`` (``args``: the model's); ``GGUFError`` unless it is
-    ``[head_dim / 2]`` finite positive factors."""
-    info, half = f.tensors[ROPE_FREQS], args["head_dim"] // 2
-    factors = _dequantized(f.read(ROPE_FREQS), info, f.path) if len(info.shape) == 1 else None
-    if factors is None or factors.size != half or not mx.all(mx.isfinite(factors) & (factors > 0)).item():
-        raise GGUFError(
-            f"{f.path}: {ROPE_FREQS} {list(info.shape)} is not {half} finite positive factors "
-            f"(one for each rotated pair of the head dim {args['head_dim']})"
-        )
+    ``[head_dim / 2]`` finite positive factors under no scaling or a linear one."""
+    factors = rope_factors(f, ROPE_FREQS, args["head_dim"] // 2)
     scaling = args.get("rope_scaling") or {"type": "linear", "factor": 1.0}
     if scaling["type"] != "linear":
         raise GGUFError(f"{f.path}: {ROPE_FREQS} with {scaling['type']} rope scaling is not supported (linear is)")
@@ -189,22 +184,13 @@ def gguf_weights(f, arch: Architecture, args: dict, places: list, parts: dict) -
                 data = mx.array(unpermute_rows(np.asarray(memoryview(data)), heads * data.shape[0] // info.rows))
             weights[f"{path}.{what}"] = data
         else:
-            values = _dequantized(f.read(name), info, f.path)
+            values = decoded(f, name)
             if permuted:  # a Q or K bias: permuted as the rows are
                 values = unpermute_rows(values, heads)
             if rows is not None:
                 values = member_bytes.take(values, rows)
             weights[f"{path}.{what}"] = values - arch.norm_offset if kind.endswith("norm") else values
     return weights
-
-
-def _dequantized(data, info, path) -> mx.array:
-    """A 1-D tensor's bytes -> float32 [n] by the format's decoder."""
-    fmt = FORMATS.get(info.qtype)
-    if fmt is None:
-        raise GGUFError(f"{path}: tensor {info.name!r} has type {info.qtype}; supported: {', '.join(FORMATS)}")
-    blocks = mx.array(data.reshape(-1)).reshape(-1, fmt.block_bytes)
-    return fmt.decode(blocks).reshape(-1)
 
 
 def use_gguf_modules(model: nn.Module, tensors: dict, dtype: mx.Dtype, backend: str, path: Path) -> None:
