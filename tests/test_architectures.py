@@ -460,3 +460,27 @@ def test_a_phi3_magnitude_other_than_its_ropes_is_refused(tmp_path):
     write_model(tmp_path / "p.gguf", "phi3", tied=False, more=lambda w: phi3_long_rope(w, 1.0))
     with pytest.raises(muser_mlx.GGUFError, match=r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is"):
         muser_mlx.load(tmp_path / "p.gguf")
+
+
+@pytest.mark.parametrize(
+    "replace, message",
+    [
+        ({"rope_factors_long.weight": np.ones(5, np.float32)}, r"rope_factors_long.weight \[5\] is not 6 finite"),
+        ({"rope_factors_short.weight": None}, r"rope_factors_short.weight missing is not 6 finite"),
+        (
+            {"rope_factors_long.weight": np.full(6, np.nan, np.float32)},
+            r"rope_factors_long.weight \[6\] is not 6 finite",
+        ),
+    ],
+)
+def test_phi3_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, replace, message):
+    def more(w):
+        phi3_long_rope(w)
+        for name, values in replace.items():
+            w.tensors[0].pop(name)
+            if values is not None:
+                w.add_tensor(name, values)
+
+    write_model(tmp_path / "p.gguf", "phi3", tied=False, more=more)
+    with pytest.raises(muser_mlx.GGUFError, match=message):
+        muser_mlx.load(tmp_path / "p.gguf")
