@@ -51,7 +51,7 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / qwen2 / qwen3 / phi3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
+    """A llama / granite / qwen2 / qwen3 / phi3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
     norms and biases, as llama.cpp's converter lays them out (llama's Q and K rows permuted,
     Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
@@ -73,6 +73,11 @@ def write_model(
         w.add_value_length(head_dim)
     if arch == "gemma3":
         w.add_sliding_window(GEMMA3_WINDOW)
+    if arch == "granite":  # Granite 3's scales, about
+        w.add_float32("granite.logit_scale", 8.0)
+        w.add_float32("granite.embedding_scale", 12.0)
+        w.add_float32("granite.residual_scale", 0.22)
+        w.add_float32("granite.attention.scale", 0.0078125)
     if arch == "gemma2":  # small enough to bend these logits (llama.cpp: 50 and 30 by default); windows of 4,096
         w.add_float32("gemma2.attn_logit_softcapping", 0.5)
         w.add_float32("gemma2.final_logit_softcapping", 1.0)
@@ -91,7 +96,7 @@ def write_model(
     def matrix(name, hf, rows, cols, heads=None):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
         if name not in skip:
-            file_rows = permute(q, heads) if arch == "llama" and heads else q  # whole rows of bytes move
+            file_rows = permute(q, heads) if arch in ("llama", "granite") and heads else q  # whole rows of bytes move
             w.add_tensor(name, file_rows, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
             reference[hf] = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0)
 
@@ -146,6 +151,7 @@ def write_model(
         ("qwen2", False, HEAD_DIM),
         ("qwen3", True, HEAD_DIM),
         ("qwen3", False, HEAD_DIM),
+        ("granite", True, HEAD_DIM),
         ("phi3", False, HEAD_DIM),
         ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),
@@ -484,3 +490,24 @@ def test_phi3_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, 
     write_model(tmp_path / "p.gguf", "phi3", tied=False, more=more)
     with pytest.raises(muser_mlx.GGUFError, match=message):
         muser_mlx.load(tmp_path / "p.gguf")
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("granite.logit_scale", None, r"metadata granite.logit_scale is missing"),
+        ("granite.residual_scale", float("inf"), r"granite's residual_multiplier is inf; a finite non-zero number"),
+        ("granite.rope.scaling.finetuned", False, r"granite.rope.scaling.finetuned false \(no rope\) is not supported"),
+    ],
+)
+def test_what_mlx_lms_granite_cannot_hold_is_refused(tmp_path, key, value, message):
+    def more(w):
+        w.kv_data[0].pop(key, None)
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif value is not None:
+            w.add_float32(key, value)
+
+    write_model(tmp_path / "g.gguf", "granite", tied=True, more=more)
+    with pytest.raises(muser_mlx.GGUFError, match=message):
+        muser_mlx.load(tmp_path / "g.gguf")

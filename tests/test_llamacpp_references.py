@@ -51,6 +51,7 @@ def models(tmp_path_factory):
     "name",
     [
         "llama_head_dim_32",
+        "granite",
         "qwen2",
         "qwen3",
         "qwen3_yarn",

@@ -174,6 +174,28 @@ def _llama(m: Metadata) -> dict:
     }
 
 
+def _granite(m: Metadata) -> dict:
+    """IBM Granite 3: llama's layers with llama.cpp's scales (granite.logit_scale, needed; the
+    embedding, residual and attention scales, where absent or 0 none and 1/sqrt(head_dim)), as
+    mlx-lm's granite multipliers; its head dim hidden / heads."""
+    args = _llama(m)
+    head_dim = args.pop("head_dim")
+    if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's granite has no head_dim
+        raise GGUFError(f"{m.f.path}: granite.attention.key_length {head_dim} is not embedding_length / head_count")
+    if not m.get("rope.scaling.finetuned", True):  # llama.cpp: no rope at all (Granite 4's hybrids)
+        raise GGUFError(f"{m.f.path}: granite.rope.scaling.finetuned false (no rope) is not supported")
+    scales = {
+        "logits_scaling": m.need("logit_scale"),
+        "embedding_multiplier": m.get("embedding_scale", 0.0) or 1.0,
+        "residual_multiplier": m.get("residual_scale", 0.0) or 1.0,
+        "attention_multiplier": m.get("attention.scale", 0.0) or 1 / math.sqrt(head_dim),
+    }
+    for key, value in scales.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value == 0:
+            raise GGUFError(f"{m.f.path}: granite's {key} is {value!r}; a finite non-zero number is needed")
+    return {**args, **scales}
+
+
 def _qwen2(m: Metadata) -> dict:
     args = _qwen3(m)
     if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
@@ -285,6 +307,7 @@ ARCHITECTURES = {
         # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
         Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
+        Architecture("granite", "granite", _granite, "bfloat16", permuted_qk=True),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
