@@ -51,13 +51,13 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / granite / qwen2 / qwen3 / phi3 / gemma2 (2 layers) or gemma3 (6) GGUF of Q8_0 projections and F32
-    norms and biases, as llama.cpp's converter lays them out (llama's Q and K rows permuted,
-    Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
+    """A llama / granite / qwen2 / qwen3 / phi3 / gemma2 (2 layers), smollm3 (4) or gemma3 (6) GGUF
+    of Q8_0 projections and F32 norms and biases, as llama.cpp's converter lays them out (the
+    llama family's Q and K rows permuted, Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
     ``pre``: tokenizer.ggml.pre; ``head_dim``: attention.key_length (any, as Mistral Nemo's)."""
     gemma = arch.startswith("gemma")
-    layers = GEMMA3_LAYERS if arch == "gemma3" else 2
+    layers = {"gemma3": GEMMA3_LAYERS, "smollm3": 4}.get(arch, 2)  # smollm3: the fourth without rope
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
     w.add_block_count(layers)
@@ -96,7 +96,7 @@ def write_model(
     def matrix(name, hf, rows, cols, heads=None):
         q = gguf.quants.quantize(rng.normal(0, 0.05, (rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
         if name not in skip:
-            file_rows = permute(q, heads) if arch in ("llama", "granite") and heads else q  # whole rows of bytes move
+            file_rows = permute(q, heads) if arch in ("llama", "granite", "smollm3") and heads else q  # rows move whole
             w.add_tensor(name, file_rows, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
             reference[hf] = gguf.quants.dequantize(q, gguf.GGMLQuantizationType.Q8_0)
 
@@ -152,6 +152,7 @@ def write_model(
         ("qwen3", True, HEAD_DIM),
         ("qwen3", False, HEAD_DIM),
         ("granite", True, HEAD_DIM),
+        ("smollm3", True, HEAD_DIM),
         ("phi3", False, HEAD_DIM),
         ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),

@@ -52,6 +52,7 @@ def models(tmp_path_factory):
     [
         "llama_head_dim_32",
         "granite",
+        "smollm3",
         "qwen2",
         "qwen3",
         "qwen3_yarn",

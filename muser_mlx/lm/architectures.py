@@ -308,6 +308,9 @@ ARCHITECTURES = {
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
         Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
         Architecture("granite", "granite", _granite, "bfloat16", permuted_qk=True),
+        # SmolLM3: llama's layers (the converter's SmolLM3Model is its LlamaModel), every fourth
+        # without rope, as llama.cpp hard-codes and mlx-lm's smollm3 defaults it.
+        Architecture("smollm3", "smollm3", _llama, "bfloat16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
