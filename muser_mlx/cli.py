@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=demo)
     p = sub.add_parser(
         "generate",
-        help="run a GGUF model (llama, granite, smollm3, qwen2, qwen3, phi3, gemma2, gemma3) in mlx-lm: text, tokens per second",
+        help="run a GGUF model (llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2, gemma3) in mlx-lm: text, tokens per second",
     )
     p.add_argument("file", type=Path)
     p.add_argument("--prompt", required=True)

@@ -8,7 +8,7 @@ hold the package to it (tests/test_llamacpp_references.py):
   vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
   special token acts as;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
-  llama, granite, smollm3, qwen2, qwen3, phi3, gemma2 and gemma3 files of
+  llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 and gemma3 files of
   ``test_architectures.write_model``
   (phi3 also with Phi-3.5-style rope factors, which llama.cpp takes at its context of 128, past
   the file's original 64; gemma2: its
@@ -127,6 +127,7 @@ def model_files(folder: Path) -> dict[str, Path]:
 
     write_model(folder / "granite.gguf", "granite", tied=True)
     write_model(folder / "smollm3.gguf", "smollm3", tied=True, pre="smollm")
+    write_model(folder / "olmo2.gguf", "olmo2", tied=False)
     write_model(folder / "phi3.gguf", "phi3", tied=False)
     write_model(folder / "phi3_long_rope.gguf", "phi3", tied=False, more=phi3_long_rope)
     write_model(folder / "gemma2.gguf", "gemma2", tied=True)

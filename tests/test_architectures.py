@@ -30,15 +30,13 @@ NAMES = {
     "ffn_norm": "post_attention_layernorm",
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
+    "post_attention_norm": "post_attention_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
 }
 
 
 PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # Phi-3's fused projections
-GEMMA_NAMES = {  # where gemma2's and gemma3_text's norms differ from NAMES
-    "ffn_norm": "pre_feedforward_layernorm",
-    "post_attention_norm": "post_attention_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm",
-}
+GEMMA_NAMES = {"ffn_norm": "pre_feedforward_layernorm"}  # where gemma2's and gemma3_text's norms differ
 GEMMA3_LAYERS, GEMMA3_WINDOW = 6, 16  # one global layer (the sixth), sliding windows of 16
 
 
@@ -51,7 +49,7 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / granite / qwen2 / qwen3 / phi3 / gemma2 (2 layers), smollm3 (4) or gemma3 (6) GGUF
+    """A llama / granite / qwen2 / qwen3 / olmo2 / phi3 / gemma2 (2 layers), smollm3 (4) or gemma3 (6) GGUF
     of Q8_0 projections and F32 norms and biases, as llama.cpp's converter lays them out (the
     llama family's Q and K rows permuted, Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
@@ -115,6 +113,9 @@ def write_model(
         norms += (("attn_q_norm", head_dim), ("attn_k_norm", head_dim))
     if gemma:
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
+    if arch == "olmo2":  # norms after attention and the MLP only; q and k normed whole
+        norms = (("attn_q_norm", HEADS * head_dim), ("attn_k_norm", KV_HEADS * head_dim))
+        norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
     for i in range(layers):
         projections = (
             ("attn_q", HEADS * head_dim, HIDDEN, HEADS),
@@ -153,6 +154,7 @@ def write_model(
         ("qwen3", False, HEAD_DIM),
         ("granite", True, HEAD_DIM),
         ("smollm3", True, HEAD_DIM),
+        ("olmo2", False, HEAD_DIM),
         ("phi3", False, HEAD_DIM),
         ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),
@@ -512,3 +514,10 @@ def test_what_mlx_lms_granite_cannot_hold_is_refused(tmp_path, key, value, messa
     write_model(tmp_path / "g.gguf", "granite", tied=True, more=more)
     with pytest.raises(muser_mlx.GGUFError, match=message):
         muser_mlx.load(tmp_path / "g.gguf")
+
+
+def test_olmo3_is_refused(tmp_path):
+    """An olmo2 file with a sliding window is OLMo 3's (mlx-lm's olmo3), not read."""
+    write_model(tmp_path / "o.gguf", "olmo2", tied=False, more=lambda w: w.add_sliding_window(4096))
+    with pytest.raises(muser_mlx.GGUFError, match=r"olmo2 with a sliding window \(OLMo 3\) is not supported"):
+        muser_mlx.load(tmp_path / "o.gguf")

@@ -56,6 +56,7 @@ def models(tmp_path_factory):
         "qwen2",
         "qwen3",
         "qwen3_yarn",
+        "olmo2",
         "phi3",
         "phi3_long_rope",
         "gemma2",

@@ -147,7 +147,7 @@ def test_unsupported_architecture_names_the_supported_ones(tmp_path):
     path = write_gguf(tmp_path / "falcon.gguf", {"token_embd.weight": np.zeros((4, 32), np.float32)}, arch="falcon")
     with pytest.raises(
         GGUFError,
-        match="architecture 'falcon' is not supported; supported: llama, granite, smollm3, qwen2, qwen3, phi3, gemma2, gemma3",
+        match="architecture 'falcon' is not supported; supported: llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2, gemma3",
     ):
         muser_mlx.load(path)
 

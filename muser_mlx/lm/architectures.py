@@ -27,6 +27,8 @@ BLOCK_TENSORS = {
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
     "ffn_norm": "post_attention_layernorm",
+    "post_attention_norm": "post_attention_layernorm",  # Gemma's and OLMo 2's norms after attention
+    "post_ffw_norm": "post_feedforward_layernorm",  # and after the MLP
     "ffn_gate": "mlp.gate_proj",
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
@@ -196,6 +198,14 @@ def _granite(m: Metadata) -> dict:
     return {**args, **scales}
 
 
+def _olmo2(m: Metadata) -> dict:
+    """OLMo 2: norms after attention and the MLP, and over whole q and k projections (mlx-lm's
+    olmo2). A sliding window is OLMo 3's (mlx-lm's olmo3), not read."""
+    if m.get("attention.sliding_window") is not None:
+        raise GGUFError(f"{m.f.path}: olmo2 with a sliding window (OLMo 3) is not supported")
+    return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+
+
 def _qwen2(m: Metadata) -> dict:
     args = _qwen3(m)
     if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
@@ -294,11 +304,7 @@ def _gemma2(m: Metadata) -> dict:
     return args
 
 
-GEMMA_BLOCK_TENSORS = {  # where Gemma's names differ from BLOCK_TENSORS
-    "post_attention_norm": "post_attention_layernorm",
-    "ffn_norm": "pre_feedforward_layernorm",
-    "post_ffw_norm": "post_feedforward_layernorm",
-}
+GEMMA_BLOCK_TENSORS = {"ffn_norm": "pre_feedforward_layernorm"}  # where Gemma's names differ from BLOCK_TENSORS
 
 ARCHITECTURES = {
     a.gguf: a
@@ -316,6 +322,7 @@ ARCHITECTURES = {
         # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
         # (ggml multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): four a block, six
         # with Gemma 3's Q and K norms.
+        Architecture("olmo2", "olmo2", _olmo2, "bfloat16"),
         # convert_hf_to_gguf.py Phi3MiniModel: Phi-3's fused projections kept (attn_qkv: q, k and v
         # rows; ffn_up: gate then up rows), mlx-lm's qkv_proj and gate_up_proj.
         Architecture(

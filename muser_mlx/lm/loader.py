@@ -51,7 +51,7 @@ def load(
     (see ``architectures``).
 
     Args:
-        path: a GGUF file of architecture llama, granite, smollm3, qwen2, qwen3, phi3, gemma2 or gemma3 (else
+        path: a GGUF file of architecture llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 or gemma3 (else
             ``GGUFError``).
         dtype: the compute dtype (the embedding's output, norms, biases); default the family's
             (Gemma 3, Qwen: bfloat16; Llama: float16).
