@@ -302,27 +302,6 @@ def test_llama_bpe_vocabularies_take_a_bos_unless_told_otherwise(tmp_path):
             assert Vocab.from_gguf(f).add_bos is bos, (pre, more)
 
 
-@pytest.mark.parametrize(
-    "key, value, message",
-    [
-        ("qwen3.attention.head_count", 0, "qwen3.attention.head_count is 0; a positive integer"),
-        ("qwen3.block_count", -1, "qwen3.block_count is -1; a positive integer"),
-        ("qwen3.feed_forward_length", 1.5, "qwen3.feed_forward_length is 1.5; a positive integer"),
-    ],
-)
-def test_sizes_are_positive_integers(tmp_path, key, value, message):
-    path = tmp_path / "s.gguf"
-    adders = {int: gguf.GGUFWriter.add_int32, float: gguf.GGUFWriter.add_float32}
-
-    def replace(w):  # the writer's own value of the key, then this one
-        w.kv_data[0].pop(key)
-        adders[type(value)](w, key, value)
-
-    write_model(path, "qwen3", tied=True, more=replace)
-    with pytest.raises(muser_mlx.GGUFError, match=message):
-        muser_mlx.load(path)
-
-
 def test_per_layer_head_counts_of_one_value_and_rope_scaling_as_llama_cpp(tmp_path):
     """head_count_kv as an array of one value per layer reads as that value; a rope scaling factor
     without a type is linear, as llama.cpp defaults it, and the older rope.scale_linear is read."""
@@ -405,45 +384,16 @@ def test_yarn_rope_scaling_rotates_as_llama_cpp(tmp_path):
     assert np.allclose(got, ggml_yarn_rope(x.astype(np.float64), 1e6, 4.0, 512), rtol=1e-4, atol=1e-4)
 
 
-def test_a_rope_attention_factor_is_refused(tmp_path):
-    write_model(
-        tmp_path / "a.gguf", "qwen3", tied=True, more=lambda w: w.add_float32("qwen3.rope.scaling.attn_factor", 0.8)
-    )
-    with pytest.raises(
-        muser_mlx.GGUFError,
-        match=r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is: mlx-lm's rope has no other\)",
-    ):
-        muser_mlx.load(tmp_path / "a.gguf")
-
-
-@pytest.mark.parametrize(
-    "key, value, message",
-    [
-        ("gemma2.rope.scaling.factor", 8.0, r"gemma2 with rope scaling is not supported \(mlx-lm's gemma2 has none\)"),
-        ("gemma2.rope.freq_base_swa", 1e4, r"gemma2.rope.freq_base_swa 10000.0 is not supported"),
-        ("gemma2.final_logit_softcapping", 0.0, r"gemma2.final_logit_softcapping is 0.0; a positive number"),
-    ],
-)
-def test_what_mlx_lms_gemma2_cannot_hold_is_refused(tmp_path, key, value, message):
-    def more(w):
-        w.kv_data[0].pop(key, None)
-        w.add_float32(key, value)
-
-    write_model(tmp_path / "g.gguf", "gemma2", tied=True, more=more)
-    with pytest.raises(muser_mlx.GGUFError, match=message):
-        muser_mlx.load(tmp_path / "g.gguf")
-
-
 PHI3_LONG = np.linspace(1.0, 8.0, 6, dtype=np.float32)  # a rope over 12 of the 16 head dims: 6 pairs
 PHI3_SHORT = np.linspace(1.0, 2.0, 6, dtype=np.float32)
 
 
-def phi3_long_rope(w, attn_factor: float = math.sqrt(1 + math.log(8) / math.log(64))):
+def phi3_long_rope(w):
     """Phi-3.5's rope as the converter writes it, small: factors past an original context of 64
     (the file's is 512), over 3/4 of the head dim, and the magnitude sqrt(1 + ln 8 / ln 64)."""
     w.add_rope_dimension_count(12)
     w.add_uint32("phi3.rope.scaling.original_context_length", 64)
-    w.add_float32("phi3.rope.scaling.attn_factor", attn_factor)
+    w.add_float32("phi3.rope.scaling.attn_factor", math.sqrt(1 + math.log(8) / math.log(64)))
     w.add_tensor("rope_factors_long.weight", PHI3_LONG)
     w.add_tensor("rope_factors_short.weight", PHI3_SHORT)
 
@@ -463,12 +413,6 @@ def test_phi3_rope_factors_are_mlx_lms_su_scaled_rope(tmp_path):
     ids = mx.array([list(range(3, 103))])
     ours, theirs = np.array(model(ids)), np.array(float_model(ids))
     assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 1e-5
-
-
-def test_a_phi3_magnitude_other_than_its_ropes_is_refused(tmp_path):
-    write_model(tmp_path / "p.gguf", "phi3", tied=False, more=lambda w: phi3_long_rope(w, 1.0))
-    with pytest.raises(muser_mlx.GGUFError, match=r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is"):
-        muser_mlx.load(tmp_path / "p.gguf")
 
 
 @pytest.mark.parametrize(
@@ -495,29 +439,60 @@ def test_phi3_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, 
         muser_mlx.load(tmp_path / "p.gguf")
 
 
+def set_key(w, key: str, value) -> None:
+    """The writer's own value of ``key`` dropped, then ``value`` written (None: none)."""
+    w.kv_data[0].pop(key, None)
+    adders = {bool: w.add_bool, int: w.add_int32, float: w.add_float32}
+    if value is not None:
+        adders[type(value)](key, value)
+
+
 @pytest.mark.parametrize(
-    "key, value, message",
+    "arch, key, value, message",
     [
-        ("granite.logit_scale", None, r"metadata granite.logit_scale is missing"),
-        ("granite.residual_scale", float("inf"), r"granite's residual_multiplier is inf; a finite non-zero number"),
-        ("granite.rope.scaling.finetuned", False, r"granite.rope.scaling.finetuned false \(no rope\) is not supported"),
+        ("qwen3", "qwen3.attention.head_count", 0, r"qwen3.attention.head_count is 0; a positive integer"),
+        ("qwen3", "qwen3.block_count", -1, r"qwen3.block_count is -1; a positive integer"),
+        ("qwen3", "qwen3.feed_forward_length", 1.5, r"qwen3.feed_forward_length is 1.5; a positive integer"),
+        (
+            "qwen3",
+            "qwen3.rope.scaling.attn_factor",
+            0.8,
+            r"qwen3.rope.scaling.attn_factor 0.8\d* is not supported \(1 is: mlx-lm's rope has no other\)",
+        ),
+        (
+            "phi3",
+            "phi3.rope.scaling.attn_factor",
+            1.0,
+            r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is",
+        ),
+        (
+            "gemma2",
+            "gemma2.rope.scaling.factor",
+            8.0,
+            r"gemma2 with rope scaling is not supported \(mlx-lm's gemma2 has none\)",
+        ),
+        ("gemma2", "gemma2.rope.freq_base_swa", 1e4, r"gemma2.rope.freq_base_swa 10000.0 is not supported"),
+        ("gemma2", "gemma2.final_logit_softcapping", 0.0, r"gemma2.final_logit_softcapping is 0.0; a positive number"),
+        ("granite", "granite.logit_scale", None, r"metadata granite.logit_scale is missing"),
+        ("granite", "granite.residual_scale", float("inf"), r"granite's residual_multiplier is inf; a finite non-zero"),
+        (
+            "granite",
+            "granite.rope.scaling.finetuned",
+            False,
+            r"granite.rope.scaling.finetuned false \(no rope\) is not",
+        ),
+        ("olmo2", "olmo2.attention.sliding_window", 4096, r"olmo2 with a sliding window \(OLMo 3\) is not supported"),
     ],
 )
-def test_what_mlx_lms_granite_cannot_hold_is_refused(tmp_path, key, value, message):
+def test_what_mlx_lms_model_cannot_hold_is_refused(tmp_path, arch, key, value, message):
+    """Sizes that are no positive integers, and what the architecture's mlx-lm model has no place
+    for (phi3: with Phi-3.5's rope factors, a magnitude other than its rope's)."""
+
     def more(w):
-        w.kv_data[0].pop(key, None)
-        if isinstance(value, bool):
-            w.add_bool(key, value)
-        elif value is not None:
-            w.add_float32(key, value)
+        if arch == "phi3":
+            phi3_long_rope(w)
+        set_key(w, key, value)
 
-    write_model(tmp_path / "g.gguf", "granite", tied=True, more=more)
+    write_model(tmp_path / "m.gguf", arch, tied=arch != "phi3", more=more)
     with pytest.raises(muser_mlx.GGUFError, match=message):
-        muser_mlx.load(tmp_path / "g.gguf")
-
-
-def test_olmo3_is_refused(tmp_path):
-    """An olmo2 file with a sliding window is OLMo 3's (mlx-lm's olmo3), not read."""
-    write_model(tmp_path / "o.gguf", "olmo2", tied=False, more=lambda w: w.add_sliding_window(4096))
-    with pytest.raises(muser_mlx.GGUFError, match=r"olmo2 with a sliding window \(OLMo 3\) is not supported"):
-        muser_mlx.load(tmp_path / "o.gguf")
+        muser_mlx.load(tmp_path / "m.gguf")
