@@ -10,8 +10,8 @@ hold the package to it (tests/test_llamacpp_references.py):
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
   llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 and gemma3 files of
   ``test_architectures.write_model``
-  (phi3 also with Phi-3.5-style rope factors, which llama.cpp takes at its context of 128, past
-  the file's original 64; gemma2: its
+  (phi3 also with Phi-3.5-style rope factors, an original context of 32, whose long factors
+  llama.cpp takes at its context of 128 (256 padded), and one of 256, whose short ones; gemma2: its
   own softcaps, llama.cpp's default window of 4,096; gemma3: 6 layers, windows of 16; llama: a head dim of 32, twice hidden / heads, as Mistral Nemo's), a qwen3 one with YaRN rope scaling, a gemma3 one with Gemma 3 4B's linear scaling by 8,
   and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with each file's SHA-256, so that a
   file the writers no longer reproduce fails as such.
@@ -129,7 +129,10 @@ def model_files(folder: Path) -> dict[str, Path]:
     write_model(folder / "smollm3.gguf", "smollm3", tied=True, pre="smollm")
     write_model(folder / "olmo2.gguf", "olmo2", tied=False)
     write_model(folder / "phi3.gguf", "phi3", tied=False)
-    write_model(folder / "phi3_long_rope.gguf", "phi3", tied=False, more=phi3_long_rope)
+    # llama.cpp takes the long factors where its context (128, padded to 256) is past the original,
+    # ours where the last of the 64 positions is
+    write_model(folder / "phi3_rope_long.gguf", "phi3", tied=False, more=lambda w: phi3_long_rope(w, 32))
+    write_model(folder / "phi3_rope_short.gguf", "phi3", tied=False, more=lambda w: phi3_long_rope(w, 256))
     write_model(folder / "gemma2.gguf", "gemma2", tied=True)
     write_model(folder / "gemma3.gguf", "gemma3", tied=True)
     write_model(folder / "gemma3_linear8.gguf", "gemma3", tied=True, more=linear8)

@@ -388,28 +388,44 @@ PHI3_LONG = np.linspace(1.0, 8.0, 6, dtype=np.float32)  # a rope over 12 of the 
 PHI3_SHORT = np.linspace(1.0, 2.0, 6, dtype=np.float32)
 
 
-def phi3_long_rope(w):
-    """Phi-3.5's rope as the converter writes it, small: factors past an original context of 64
-    (the file's is 512), over 3/4 of the head dim, and the magnitude sqrt(1 + ln 8 / ln 64)."""
+def phi3_long_rope(w, original: int = 64):
+    """Phi-3.5's rope as the converter writes it, small: factors for contexts past ``original``
+    and within it (the file's context is 512), over 3/4 of the head dim, and the magnitude
+    sqrt(1 + ln(512 / original) / ln(original))."""
     w.add_rope_dimension_count(12)
-    w.add_uint32("phi3.rope.scaling.original_context_length", 64)
-    w.add_float32("phi3.rope.scaling.attn_factor", math.sqrt(1 + math.log(8) / math.log(64)))
+    w.add_uint32("phi3.rope.scaling.original_context_length", original)
+    w.add_float32("phi3.rope.scaling.attn_factor", math.sqrt(1 + math.log(512 / original) / math.log(original)))
     w.add_tensor("rope_factors_long.weight", PHI3_LONG)
     w.add_tensor("rope_factors_short.weight", PHI3_SHORT)
 
 
-def test_phi3_rope_factors_are_mlx_lms_su_scaled_rope(tmp_path):
-    """Phi-3.5-style rope factors: mlx-lm's SuScaledRoPE of the file's long and short factors and
-    original context, over 3/4 of the head; the logits those of mlx-lm's phi3 of the same args."""
-    from mlx_lm.models.rope_utils import SuScaledRoPE
+def hf_phi3_rope(x: np.ndarray, factors: np.ndarray, magnitude: float) -> np.ndarray:
+    """Hugging Face's Phi-3 long rope on x [positions, 16], base 1e6, over its first 12 dims (rotate
+    half), the rest as they are: the angle of pair i at position p is p / (factors[i] base^(2i/12))."""
+    inv_freq = 1.0 / (factors * 1e6 ** (np.arange(0, 12, 2) / 12))
+    angle = np.arange(x.shape[0])[:, None] * inv_freq
+    cos, sin = np.cos(angle) * magnitude, np.sin(angle) * magnitude
+    x0, x1, rest = x[:, :6], x[:, 6:12], x[:, 12:]
+    return np.concatenate([x0 * cos - x1 * sin, x1 * cos + x0 * sin, rest], axis=1)
 
+
+def test_phi3_rope_factors_rotate_as_hugging_faces_phi3(tmp_path):
+    """Phi-3.5-style rope factors: each layer's rope rotates 3/4 of the head as Hugging Face's
+    Phi-3 does, the short factors while the positions stay within the original context (64) and
+    the long ones past it, q and k scaled by the file's magnitude; the logits those of mlx-lm's
+    phi3 given the same rope."""
     reference = write_model(tmp_path / "p.gguf", "phi3", tied=False, more=phi3_long_rope)
     model, _ = muser_mlx.load(tmp_path / "p.gguf", dtype=mx.float32)
     rope = model.layers[0].self_attn.rope
-    assert isinstance(rope, SuScaledRoPE) and rope.dim == 12 and rope.original_max_position_embeddings == 64
-    assert np.allclose(np.array(rope._freqs), PHI3_LONG * 1e6 ** (np.arange(0, 12, 2) / 12), rtol=1e-5)
+    magnitude = math.sqrt(1 + math.log(8) / math.log(64))
+    x = np.random.default_rng(0).standard_normal((100, HEAD_DIM)).astype(np.float32)
+    for n, factors in ((64, PHI3_SHORT), (100, PHI3_LONG)):
+        got = np.array(rope(mx.array(x[:n])[None, None]))[0, 0]
+        assert np.allclose(got, hf_phi3_rope(x[:n].astype(np.float64), factors, magnitude), rtol=1e-4, atol=1e-4), n
     float_model = type(model)(model.args)
     float_model.load_weights([(k, mx.array(v)) for k, v in reference.items()])
+    for layer in float_model.layers:
+        layer.self_attn.rope = rope
     ids = mx.array([list(range(3, 103))])
     ours, theirs = np.array(model(ids)), np.array(float_model(ids))
     assert np.linalg.norm(ours - theirs) / np.linalg.norm(theirs) < 1e-5

@@ -18,7 +18,10 @@ pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip ins
 BPE = json.loads((DATA / "llamacpp_bpe.json").read_text())
 PRES = [name for name in BPE["ids"] if " " not in name]  # the pre-tokenizer names (not "<name> with BOS" ...)
 LOGITS = np.load(DATA / "llamacpp_logits.npz")
-MAX_ERROR, MEAN_ERROR = 0.08, 0.04  # relative L2 of a position's logits; llama.cpp's Q8_0 dot products round x
+# The relative L2 of a position's logits, at most and on average: llama.cpp's Q8_0 dot products
+# round x to 8 bits (measured 0.5-2.1% at most), more over Gemma 3's six layers (5.7%).
+BOUNDS = {"gemma3": (0.08, 0.04), "gemma3_linear8": (0.08, 0.04)}
+MAX_ERROR, MEAN_ERROR = 0.04, 0.02
 
 
 def test_every_pre_tokenizer_name_has_llama_cpps_ids():
@@ -58,7 +61,8 @@ def models(tmp_path_factory):
         "qwen3_yarn",
         "olmo2",
         "phi3",
-        "phi3_long_rope",
+        "phi3_rope_long",
+        "phi3_rope_short",
         "gemma2",
         "gemma3",
         "gemma3_linear8",
@@ -72,7 +76,8 @@ def test_small_models_give_llama_cpps_logits(models, name):
     ours = np.array(model(mx.array([POSITIONS]))[0])
     theirs = LOGITS[name].astype(np.float32)
     error = np.linalg.norm(ours - theirs, axis=1) / np.linalg.norm(theirs, axis=1)
-    assert error.max() < MAX_ERROR and error.mean() < MEAN_ERROR, (error.max(), error.mean())
+    most, mean = BOUNDS.get(name, (MAX_ERROR, MEAN_ERROR))
+    assert error.max() < most and error.mean() < mean, (error.max(), error.mean())
 
 
 @pytest.mark.parametrize("case", BPE["eog"])

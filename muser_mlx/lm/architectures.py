@@ -8,13 +8,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import mlx.core as mx
 import numpy as np
-from mlx import nn
 
 from ..errors import GGUFError
-from ..formats import FORMATS
 from ..gguf_values import ArrayInfo
+from .ropes import ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS, llama_rope, phi3_magnitude, phi3_rope
 
 # GGUF block tensor -> mlx-lm module path inside ``model.layers.N`` (llama.cpp's LLM_TENSOR_NAMES,
 # gguf-py's TensorNameMap), shared by every architecture here.
@@ -42,8 +40,8 @@ class Architecture:
     (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``);
     ``block_tensors``: names that differ from :data:`BLOCK_TENSORS`; ``norm_offset``: what the
     converter added to every norm weight; ``permuted_qk``: Q and K rows are in llama.cpp's rope
-    order; ``rope_tensors``: tensors the rope reads, not parameters (llama's ``rope_freqs.weight``:
-    :class:`FactoredRoPE`; phi3's long and short factors);
+    order; ``rope(f, args)``: the rope module every layer takes in place of mlx-lm's, from the
+    ``rope_tensors`` (no parameters; None where the file has none of them; :mod:`.ropes`);
     ``dtype``: the family's compute dtype (its checkpoints' ``torch_dtype``)."""
 
     gguf: str
@@ -53,6 +51,7 @@ class Architecture:
     block_tensors: dict = field(default_factory=dict)
     norm_offset: float = 0.0
     permuted_qk: bool = False
+    rope: Callable | None = None
     rope_tensors: tuple[str, ...] = ()
 
     def tensor_names(self) -> dict[str, str]:
@@ -142,27 +141,6 @@ class Metadata:
         return args
 
 
-def decoded(f, name: str) -> mx.array:
-    """Tensor ``name`` of ``f``, float32 [n], by its format's decoder (``GGUFError`` for a type
-    muser_mlx does not read)."""
-    info = f.tensors[name]
-    fmt = FORMATS.get(info.qtype)
-    if fmt is None:
-        raise GGUFError(f"{f.path}: tensor {name!r} has type {info.qtype}; supported: {', '.join(FORMATS)}")
-    return fmt.decode(mx.array(f.read(name).reshape(-1)).reshape(-1, fmt.block_bytes)).reshape(-1)
-
-
-def rope_factors(f, name: str, count: int) -> mx.array:
-    """Tensor ``name`` of ``f``: ``count`` finite positive factors (float32), one a rotated pair,
-    else ``GGUFError``."""
-    info = f.tensors.get(name)
-    factors = decoded(f, name) if info is not None and len(info.shape) == 1 else None
-    if factors is None or factors.size != count or not mx.all(mx.isfinite(factors) & (factors > 0)).item():
-        shape = list(info.shape) if info is not None else "missing"
-        raise GGUFError(f"{f.path}: {name} {shape} is not {count} finite positive factors (one a rotated pair)")
-    return factors
-
-
 # llama.cpp's rope base where a file names none, for every architecture (rope_freq_base_train)
 ROPE_BASE = 10000.0
 
@@ -219,39 +197,20 @@ def _qwen3(m: Metadata) -> dict:
     return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
 
 
-# llama.cpp's divisors of each rotated pair's angle (float32 [head_dim / 2], one for every layer):
-# convert_hf_to_gguf.py writes them for Llama 3.1's "llama3" rope scaling in place of its settings.
-ROPE_FREQS = "rope_freqs.weight"
-
-
-# Phi-3's rope factors for contexts past its original one (one divisor of the angle a rotated
-# pair; llama.cpp takes the long ones where its context is longer than the original, mlx-lm's
-# SuScaledRoPE always)
-ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT = "rope_factors_long.weight", "rope_factors_short.weight"
-
-
 def _phi3(m: Metadata) -> dict:
-    """mlx-lm's phi3: its head dim hidden / heads, a rope over partial_rotary_factor of it, and
-    where the file has rope factors its SuScaledRoPE, whose magnitude the file's attn_factor must
-    be (convert_hf_to_gguf.py writes sqrt(1 + ln(s) / ln(original)), s = context / original)."""
-    longest = m.get("context_length", 4096)
+    """mlx-lm's phi3: its head dim hidden / heads and a rope over partial_rotary_factor of it.
+    Where the file has Phi-3.5's rope factors, each layer's rope is ``ropes.LongRoPE``, whose
+    magnitude the file's rope.scaling.attn_factor must be."""
+    context = m.get("context_length", 4096)
     scaled = ROPE_FACTORS_LONG in m.f.tensors
-    original = m.count("rope.scaling.original_context_length", longest) if scaled else longest
-    s = longest / original
-    magnitude = math.sqrt(1 + math.log(s) / math.log(original)) if scaled and s > 1 else 1.0
+    original = m.count("rope.scaling.original_context_length", context) if scaled else context
+    magnitude = phi3_magnitude(context, original) if scaled else 1.0
     args = {**m.common(partial_rotary=True, attn_factor=magnitude), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
     head_dim = args.pop("head_dim")
     if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's phi3 has no head_dim
         raise GGUFError(f"{m.f.path}: phi3.attention.key_length {head_dim} is not embedding_length / head_count")
-    rope_dims = m.get("rope.dimension_count", head_dim)
-    args["partial_rotary_factor"] = rope_dims / head_dim
-    if scaled:
-        args["original_max_position_embeddings"] = original
-        args["rope_scaling"] = {
-            "type": "longrope",
-            "long_factor": rope_factors(m.f, ROPE_FACTORS_LONG, rope_dims // 2).tolist(),
-            "short_factor": rope_factors(m.f, ROPE_FACTORS_SHORT, rope_dims // 2).tolist(),
-        }
+    args["partial_rotary_factor"] = m.get("rope.dimension_count", head_dim) / head_dim
+    args["original_max_position_embeddings"] = original
     return args
 
 
@@ -312,11 +271,13 @@ ARCHITECTURES = {
         # convert_hf_to_gguf.py LlamaModel.permute: Q and K rows of each head reordered from
         # Hugging Face's rotate-half pairs (i, i + d/2) to adjacent pairs (2i, 2i + 1), ggml's
         # LLAMA_ROPE_TYPE_NORM; mlx-lm's llama rotates halves (rope_traditional False).
-        Architecture("llama", "llama", _llama, "float16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
+        Architecture(
+            "llama", "llama", _llama, "float16", permuted_qk=True, rope=llama_rope, rope_tensors=(ROPE_FREQS,)
+        ),
         Architecture("granite", "granite", _granite, "bfloat16", permuted_qk=True),
         # SmolLM3: llama's layers (the converter's SmolLM3Model is its LlamaModel), every fourth
         # without rope, as llama.cpp hard-codes and mlx-lm's smollm3 defaults it.
-        Architecture("smollm3", "smollm3", _llama, "bfloat16", permuted_qk=True, rope_tensors=(ROPE_FREQS,)),
+        Architecture("smollm3", "smollm3", _llama, "bfloat16", permuted_qk=True),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
         # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
@@ -331,28 +292,13 @@ ARCHITECTURES = {
             _phi3,
             "bfloat16",
             block_tensors={"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"},
+            rope=phi3_rope,
             rope_tensors=(ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT),
         ),
         Architecture("gemma2", "gemma2", _gemma2, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
         Architecture("gemma3", "gemma3_text", _gemma3, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
     )
 }
-
-
-class FactoredRoPE(nn.Module):
-    """mlx-lm's rope (halves rotated) with pair i's angle divided by ``factors[i]``, as llama.cpp's
-    rope with ``rope_freqs.weight``: ``mx.fast.rope``'s periods base^(2i/d) (mlx-lm's) times the
-    factors; ``scale`` multiplies the positions (linear rope scaling)."""
-
-    def __init__(self, dims: int, base: float, factors: mx.array, scale: float = 1.0):
-        super().__init__()
-        self.dims, self.scale = dims, scale
-        self._periods = base ** (mx.arange(0, dims, 2, dtype=mx.float32) / dims) * factors
-
-    def __call__(self, x, offset=0):
-        return mx.fast.rope(
-            x, self.dims, traditional=False, base=None, scale=self.scale, offset=offset, freqs=self._periods
-        )
 
 
 def architecture(f) -> Architecture:

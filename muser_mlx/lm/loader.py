@@ -18,18 +18,9 @@ from ..errors import GGUFError
 from ..gguf import open_gguf
 from ..linear import Linear
 from ..sharding import member_parts, shard
-from .architectures import (
-    MODEL_TENSORS,
-    ROPE_FREQS,
-    Architecture,
-    FactoredRoPE,
-    Metadata,
-    architecture,
-    decoded,
-    rope_factors,
-    unpermute_rows,
-)
+from .architectures import MODEL_TENSORS, Architecture, Metadata, architecture, unpermute_rows
 from .tokenizer import Vocab, tokenizer_wrapper
+from .vectors import decoded
 
 _BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
@@ -71,8 +62,8 @@ def load(
         dtype = dtype or getattr(mx, arch.dtype)
         models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
         model = models.Model(models.ModelArgs.from_dict(args))
-        if ROPE_FREQS in arch.rope_tensors and ROPE_FREQS in f.tensors:
-            rope = _factored_rope(f, args)
+        rope = arch.rope(f, args) if arch.rope else None  # of the file's tensors, where mlx-lm's cannot be
+        if rope is not None:
             for layer in model.layers:
                 layer.self_attn.rope = rope
         places = _places(f, arch)
@@ -106,7 +97,7 @@ def _places(f, arch: Architecture):
     order; ``GGUFError`` naming those with no place in the model."""
     names, places, unused = arch.tensor_names(), [], []
     for name, info in f.tensors.items():
-        if name in arch.rope_tensors:  # no parameter: the rope's (the architecture's args, _factored_rope)
+        if name in arch.rope_tensors:  # no parameter: the rope's (ropes.py)
             continue
         block = _BLOCK.fullmatch(name)
         if block:
@@ -122,16 +113,6 @@ def _places(f, arch: Architecture):
     if unused:
         raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
     return places
-
-
-def _factored_rope(f, args: dict) -> FactoredRoPE:
-    """The rope of ``f``'s ``rope_freqs.weight`` (``args``: the model's); ``GGUFError`` unless it is
-    ``[head_dim / 2]`` finite positive factors under no scaling or a linear one."""
-    factors = rope_factors(f, ROPE_FREQS, args["head_dim"] // 2)
-    scaling = args.get("rope_scaling") or {"type": "linear", "factor": 1.0}
-    if scaling["type"] != "linear":
-        raise GGUFError(f"{f.path}: {ROPE_FREQS} with {scaling['type']} rope scaling is not supported (linear is)")
-    return FactoredRoPE(args["head_dim"], args["rope_theta"], factors, 1 / scaling["factor"])
 
 
 def _check_heads(path: Path, args: dict, members: int) -> None:
