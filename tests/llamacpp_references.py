@@ -6,7 +6,8 @@ hold the package to it (tests/test_llamacpp_references.py):
   ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` without
   and with special-token parsing (no BOS), and for the first with its BOS; and for each of ``EOG_CASES`` (the
   vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
-  special token acts as;
+  special token acts as; and Phi-3's chat tokens under each of ``NAMES`` (llama.cpp drops the
+  whitespace after special tokens where general.name says Phi-3), with and without parsing them;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
   llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 and gemma3 files of
   ``test_architectures.write_model``
@@ -78,12 +79,28 @@ EOG_CASES = {
 }
 
 
-def write_bpe(path: Path, vocab: dict, pre: str, case: str | None = None) -> Path:
+# Phi-3's chat tokens, control (3), user-defined (4) and unknown (2), for llama.cpp's rule on
+# general.name (whose load fails unless </s>, <unk>, <s> and <|endoftext|> are all tokens)
+PHI3_TOKENS = {"<|user|>": 3, "<|end|>": 3, "<|assistant|>": 3, "<|endoftext|>": 3, "<s>": 3, "</s>": 3, "<unk>": 2}
+PHI3_TOKENS["<u>"] = 4
+PHI3_TEXT = "<|user|>\n Hi<|end|>\n<|assistant|>\n\tHello <u>  x<|endoftext|> y <s> z </s> w <unk> v"
+NAMES = ("Phi-3-mini-4k-instruct", "Phi3", "Phi 3 Mini")  # the last not llama.cpp's Phi-3
+
+
+def write_bpe(path: Path, vocab: dict, pre: str, case: str | None = None, name: str | None = None) -> Path:
     """A qwen2 file of no tensors holding ``vocab`` (tokens, merges) under tokenizer.ggml.pre
-    ``pre``, then the control tokens (the EOS the first), or the special tokens of ``EOG_CASES[case]``."""
-    extra, types, keys = EOG_CASES[case] if case else (CONTROL, dict.fromkeys(CONTROL, 3), {"eos": CONTROL[0]})
+    ``pre``, then the control tokens (the EOS the first), or the special tokens of
+    ``EOG_CASES[case]``, or with a general.name ``name`` the ``PHI3_TOKENS``."""
+    if case:
+        extra, types, keys = EOG_CASES[case]
+    elif name:
+        extra, types, keys = list(PHI3_TOKENS), PHI3_TOKENS, {}
+    else:
+        extra, types, keys = CONTROL, dict.fromkeys(CONTROL, 3), {"eos": CONTROL[0]}
     tokens = vocab["tokens"] + extra
     w = gguf.GGUFWriter(path, "qwen2")
+    if name:
+        w.add_name(name)
     w.add_block_count(1)
     w.add_context_length(512)
     w.add_embedding_length(64)
@@ -190,8 +207,18 @@ def main() -> None:
                 "eog": [i for i in range(first + len(extra)) if llama_cpp.llama_vocab_is_eog(table, i)],
                 "kinds": {t: kind(llama_cpp.llama_vocab_get_attr(table, first + j)) for j, t in enumerate(extra)},
             }
+        named = {}
+        for name in NAMES:
+            llm = llama_cpp.Llama(
+                model_path=str(write_bpe(Path(tmp) / "named.gguf", vocab, "qwen2", name=name)),
+                vocab_only=True,
+                verbose=False,
+            )
+            named[name] = [
+                llm.tokenize(PHI3_TEXT.encode(), add_bos=False, special=special) for special in (True, False)
+            ]
         made_by = f"llama-cpp-python {llama_cpp.__version__}"
-        record = {"made_by": made_by, "vocab": vocab, "texts": TEXTS, "ids": ids, "eog": eog}
+        record = {"made_by": made_by, "vocab": vocab, "texts": TEXTS, "ids": ids, "eog": eog, "named": named}
         (DATA / "llamacpp_bpe.json").write_text(json.dumps(record, ensure_ascii=False) + "\n")
         logits = {}
         (Path(tmp) / "models").mkdir()

@@ -94,3 +94,17 @@ def test_end_of_generation_and_special_tokens_as_llama_cpp_finds_them(tmp_path, 
     assert {t: names[vocab.types[first + j]] for j, t in enumerate(BPE["eog"][case]["kinds"])} == BPE["eog"][case][
         "kinds"
     ]
+
+
+@pytest.mark.parametrize("name", BPE["named"])
+def test_whitespace_after_special_tokens_as_llama_cpp_drops_it_for_phi3(tmp_path, name):
+    from muser_mlx.lm.tokenizer import Vocab, build_tokenizer
+
+    from llamacpp_references import PHI3_TEXT
+
+    with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], "qwen2", name=name)) as f:
+        tok = build_tokenizer(Vocab.from_gguf(f))
+    parsed, plain = BPE["named"][name]
+    assert tok.encode(PHI3_TEXT, add_special_tokens=False).ids == parsed
+    tok.encode_special_tokens = True
+    assert tok.encode(PHI3_TEXT, add_special_tokens=False).ids == plain

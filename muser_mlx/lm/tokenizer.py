@@ -109,6 +109,18 @@ EOG_TEXTS = frozenset(
 )
 
 
+def stripped_after(tokens: list[str], types: list[int], name: str | None) -> list[int]:
+    """The tokens after which llama.cpp drops the whitespace (llama-vocab.cpp, load, by
+    general.name): where the name says Phi-3, every control, user-defined and unknown token and
+    ``</s>``, but ``<unk>``, ``<s>`` and ``<|endoftext|>``; none for other names."""
+    if not name or not any(phi in name.lower() for phi in ("phi-3", "phi3")):
+        return []
+    index = {token: i for i, token in enumerate(tokens)}
+    special = {i for i, t in enumerate(types) if t in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN)}
+    special |= {index["</s>"]} if "</s>" in index else set()
+    return sorted(special - {index[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in index})
+
+
 def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> tuple[list[int], list[int]]:
     """llama.cpp's token types after its search by text, and its end-of-generation ids (sorted);
     ``ids``: the file's ids by kind ("eos" and the kinds of ``FOUND_BY_TEXT``)."""
@@ -140,9 +152,10 @@ def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> 
 class Vocab:
     """What ``tokenizer.ggml.*`` says: the tokens (id order), their scores and types, the BPE
     merges (``gpt2`` only), and the special ids and flags; ``ids``: the file's other special ids
-    by kind (eot, eom, fim_pre ... fim_sep). ``types`` become llama.cpp's after its search for
-    special tokens by text (``special_tokens``), which also gives ``eog``, the ids that end
-    generation."""
+    by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become llama.cpp's
+    after its search for special tokens by text (``special_tokens``), which also gives ``eog``,
+    the ids that end generation; ``rstrip``: the tokens after which whitespace is dropped
+    (``stripped_after``)."""
 
     model: str
     tokens: list[str]
@@ -159,7 +172,9 @@ class Vocab:
     add_space_prefix: bool = True
     chat_template: str | None = None
     ids: dict[str, int] = field(default_factory=dict)
+    name: str | None = None
     eog: list[int] = field(init=False)
+    rstrip: list[int] = field(init=False)
 
     def __post_init__(self):
         if self.model == "gpt2" and self.pre not in PRE_TOKENIZERS:
@@ -168,6 +183,7 @@ class Vocab:
             )
         ids = self.ids | ({"eos": self.eos} if self.eos is not None else {})
         self.types, self.eog = special_tokens(self.tokens, self.types, ids)
+        self.rstrip = stripped_after(self.tokens, self.types, self.name)
 
     @classmethod
     def from_gguf(cls, f) -> Vocab:
@@ -224,6 +240,7 @@ class Vocab:
             bool(f.get("tokenizer.ggml.add_space_prefix", spm)),
             f.get("tokenizer.chat_template"),
             {kind: i for kind, i in ids.items() if i is not None},
+            f.get("general.name"),
         )
         try:
             return cls(*fields)
@@ -279,16 +296,17 @@ def build_tokenizer(vocab: Vocab):
             + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
         )
         tok.decoder = decoders.ByteLevel()
+    rstrip = set(vocab.rstrip)
     tok.add_tokens(
         [
-            AddedToken(vocab.tokens[i], special=False, normalized=False)
+            AddedToken(vocab.tokens[i], special=False, normalized=False, rstrip=i in rstrip)
             for i, t in enumerate(vocab.types)
             if t == TokenType.USER_DEFINED
         ]
     )
     tok.add_special_tokens(
         [
-            AddedToken(vocab.tokens[i], special=True, normalized=False)
+            AddedToken(vocab.tokens[i], special=True, normalized=False, rstrip=i in rstrip)
             for i, t in enumerate(vocab.types)
             if t in (TokenType.CONTROL, TokenType.UNKNOWN)
         ]
