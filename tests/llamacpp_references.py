@@ -9,7 +9,8 @@ hold the package to it (tests/test_llamacpp_references.py):
   special token acts as; and Phi-3's chat tokens under each of ``NAMES`` (llama.cpp drops the
   whitespace after special tokens where general.name says Phi-3), with and without parsing them;
 - llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
-  llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 and gemma3 files of
+  llama, granite, smollm3, qwen2, qwen3, olmo2 (and OLMo 3's: windows of 16 in three of four
+  layers), phi3, gemma2 and gemma3 files of
   ``test_architectures.write_model``
   (phi3 also with Phi-3.5-style rope factors, an original context of 32, whose long factors
   llama.cpp takes at its context of 128 (256 padded), and one of 256, whose short ones; gemma2: its
@@ -145,6 +146,7 @@ def model_files(folder: Path) -> dict[str, Path]:
     write_model(folder / "granite.gguf", "granite", tied=True)
     write_model(folder / "smollm3.gguf", "smollm3", tied=True, pre="smollm")
     write_model(folder / "olmo2.gguf", "olmo2", tied=False)
+    write_model(folder / "olmo3.gguf", "olmo3", tied=False)
     write_model(folder / "phi3.gguf", "phi3", tied=False)
     # llama.cpp takes the long factors where its context (128, padded to 256) is past the original,
     # ours where the last of the 64 positions is

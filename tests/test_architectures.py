@@ -49,15 +49,15 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / granite / qwen2 / qwen3 / olmo2 / phi3 / gemma2 (2 layers), smollm3 (4) or gemma3 (6) GGUF
+    """A llama / granite / qwen2 / qwen3 / olmo2 / phi3 / gemma2 (2 layers), smollm3 / olmo3 (4) or gemma3 (6) GGUF
     of Q8_0 projections and F32 norms and biases, as llama.cpp's converter lays them out (the
     llama family's Q and K rows permuted, Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
     ``pre``: tokenizer.ggml.pre; ``head_dim``: attention.key_length (any, as Mistral Nemo's)."""
     gemma = arch.startswith("gemma")
-    layers = {"gemma3": GEMMA3_LAYERS, "smollm3": 4}.get(arch, 2)  # smollm3: the fourth without rope
+    layers = {"gemma3": GEMMA3_LAYERS, "smollm3": 4, "olmo3": 4}.get(arch, 2)  # the fourth without rope / window
     rng = np.random.default_rng(seed)
-    w = gguf.GGUFWriter(path, arch)
+    w = gguf.GGUFWriter(path, "olmo2" if arch == "olmo3" else arch)  # the converter writes OLMo 3 as olmo2
     w.add_block_count(layers)
     w.add_embedding_length(HIDDEN)
     w.add_feed_forward_length(FFN)
@@ -71,6 +71,9 @@ def write_model(
         w.add_value_length(head_dim)
     if arch == "gemma3":
         w.add_sliding_window(GEMMA3_WINDOW)
+    if arch == "olmo3":  # windows of 16 in the first three layers, as the converter writes layer_types
+        w.add_sliding_window(GEMMA3_WINDOW)
+        w.add_sliding_window_pattern([True, True, True, False])
     if arch == "granite":  # Granite 3's scales, about
         w.add_float32("granite.logit_scale", 8.0)
         w.add_float32("granite.embedding_scale", 12.0)
@@ -113,7 +116,7 @@ def write_model(
         norms += (("attn_q_norm", head_dim), ("attn_k_norm", head_dim))
     if gemma:
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
-    if arch == "olmo2":  # norms after attention and the MLP only; q and k normed whole
+    if arch in ("olmo2", "olmo3"):  # norms after attention and the MLP only; q and k normed whole
         norms = (("attn_q_norm", HEADS * head_dim), ("attn_k_norm", KV_HEADS * head_dim))
         norms += (("post_attention_norm", HIDDEN), ("post_ffw_norm", HIDDEN))
     for i in range(layers):
@@ -155,6 +158,7 @@ def write_model(
         ("granite", True, HEAD_DIM),
         ("smollm3", True, HEAD_DIM),
         ("olmo2", False, HEAD_DIM),
+        ("olmo3", False, HEAD_DIM),
         ("phi3", False, HEAD_DIM),
         ("gemma2", True, HEAD_DIM),
         ("gemma3", True, HEAD_DIM),
@@ -164,7 +168,8 @@ def write_model(
 def test_files_load_as_mlx_lms_model(tmp_path, arch, tied, head_dim):
     reference = write_model(tmp_path / f"{arch}.gguf", arch, tied, head_dim=head_dim)
     model, tokenizer = muser_mlx.load(tmp_path / f"{arch}.gguf", dtype=mx.float32)
-    assert type(model).__module__ == f"mlx_lm.models.{ARCHITECTURES[arch].model_type}"
+    model_type = "olmo3" if arch == "olmo3" else ARCHITECTURES[arch].model_type  # an olmo2 file with windows
+    assert type(model).__module__ == f"mlx_lm.models.{model_type}"
     assert getattr(model.args, "tie_word_embeddings", True) is tied  # gemma3_text always ties
     float_model = type(model)(model.args)
     weights = {k: mx.array(v) for k, v in reference.items()}
@@ -497,7 +502,7 @@ def set_key(w, key: str, value) -> None:
             False,
             r"granite.rope.scaling.finetuned false \(no rope\) is not",
         ),
-        ("olmo2", "olmo2.attention.sliding_window", 4096, r"olmo2 with a sliding window \(OLMo 3\) is not supported"),
+        ("olmo3", "olmo2.rope.freq_base_swa", 1e4, r"olmo2.rope.freq_base_swa 10000.0 is not supported"),
     ],
 )
 def test_what_mlx_lms_model_cannot_hold_is_refused(tmp_path, arch, key, value, message):

@@ -60,6 +60,7 @@ def models(tmp_path_factory):
         "qwen3",
         "qwen3_yarn",
         "olmo2",
+        "olmo3",
         "phi3",
         "phi3_rope_long",
         "phi3_rope_short",

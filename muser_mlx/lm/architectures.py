@@ -178,10 +178,28 @@ def _granite(m: Metadata) -> dict:
 
 def _olmo2(m: Metadata) -> dict:
     """OLMo 2: norms after attention and the MLP, and over whole q and k projections (mlx-lm's
-    olmo2). A sliding window is OLMo 3's (mlx-lm's olmo3), not read."""
-    if m.get("attention.sliding_window") is not None:
-        raise GGUFError(f"{m.f.path}: olmo2 with a sliding window (OLMo 3) is not supported")
-    return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    olmo2). With a sliding window, OLMo 3 (mlx-lm's olmo3): the window in the layers
+    ``attention.sliding_window_pattern`` marks, else in three of every four, as llama.cpp reads
+    them; those layers' rope unscaled, with the one rope base mlx-lm's olmo3 has."""
+    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    window = m.get("attention.sliding_window")
+    if window is None:
+        return args
+    local_base = m.get("rope.freq_base_swa", args["rope_theta"])
+    if local_base != args["rope_theta"]:
+        raise GGUFError(
+            f"{m.f.path}: olmo2.rope.freq_base_swa {local_base!r} is not supported (olmo3 has one rope base)"
+        )
+    args.update(model_type="olmo3", sliding_window=m.count("attention.sliding_window"))
+    if isinstance(m.get("attention.sliding_window_pattern"), ArrayInfo):
+        pattern = [bool(p) for p in m.f.array("olmo2.attention.sliding_window_pattern")]
+        if len(pattern) != args["num_hidden_layers"] or all(pattern) or not any(pattern):
+            raise GGUFError(
+                f"{m.f.path}: olmo2.attention.sliding_window_pattern {pattern} is not one flag a layer "
+                "with sliding and full layers both"
+            )
+        args["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    return args
 
 
 def _qwen2(m: Metadata) -> dict:

@@ -55,12 +55,12 @@ def load(
     """
     with open_gguf(path) as f:
         arch = architecture(f)
-        args = {**arch.args(Metadata(f, arch.gguf)), "model_type": arch.model_type}
+        args = {"model_type": arch.model_type, **arch.args(Metadata(f, arch.gguf))}  # args may name another
         tokenizer = tokenizer_wrapper(Vocab.from_gguf(f))  # its errors before any weight is read
         if group is not None:
             _check_heads(f.path, args, group.size())
         dtype = dtype or getattr(mx, arch.dtype)
-        models = importlib.import_module(f"mlx_lm.models.{arch.model_type}")
+        models = importlib.import_module(f"mlx_lm.models.{args['model_type']}")
         model = models.Model(models.ModelArgs.from_dict(args))
         rope = arch.rope(f, args) if arch.rope else None  # of the file's tensors, where mlx-lm's cannot be
         if rope is not None:
@@ -79,7 +79,7 @@ def load(
         try:
             model.load_weights(list(weights.items()), strict=True)
         except ValueError as e:  # a parameter the file does not hold
-            raise GGUFError(f"{f.path}: its tensors do not fill mlx-lm's {arch.model_type} model: {e}") from e
+            raise GGUFError(f"{f.path}: its tensors do not fill mlx-lm's {args['model_type']} model: {e}") from e
         del weights
         model.set_dtype(dtype)
         model.model.embed_tokens.tied = f.tied
