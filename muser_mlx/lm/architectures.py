@@ -37,7 +37,8 @@ MODEL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm"
 @dataclass(frozen=True)
 class Architecture:
     """``gguf``: the file's ``general.architecture``; ``model_type``: the mlx-lm module
-    (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``);
+    (``mlx_lm.models.<model_type>``); ``args``: its ModelArgs from the metadata (a ``Metadata``),
+    which may name another module as their ``model_type`` (OLMo 3's olmo2 files);
     ``block_tensors``: names that differ from :data:`BLOCK_TENSORS`; ``norm_offset``: what the
     converter added to every norm weight; ``permuted_qk``: Q and K rows are in llama.cpp's rope
     order; ``rope(f, args)``: the rope module every layer takes in place of mlx-lm's, from the
