@@ -228,6 +228,8 @@ def _phi3(m: Metadata) -> dict:
     head_dim = args.pop("head_dim")
     if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's phi3 has no head_dim
         raise GGUFError(f"{m.f.path}: phi3.attention.key_length {head_dim} is not embedding_length / head_count")
+    if "rope_scaling" in args:  # mlx-lm's phi3 takes only Su / LongRoPE settings
+        raise GGUFError(f"{m.f.path}: phi3 with {args['rope_scaling']['type']} rope scaling is not supported")
     args["partial_rotary_factor"] = m.get("rope.dimension_count", head_dim) / head_dim
     args["original_max_position_embeddings"] = original
     return args
