@@ -486,6 +486,7 @@ def set_key(w, key: str, value) -> None:
             1.0,
             r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is",
         ),
+        ("phi3", "phi3.rope.scaling.factor", 2.0, r"phi3 with linear rope scaling is not supported"),
         (
             "gemma2",
             "gemma2.rope.scaling.factor",
