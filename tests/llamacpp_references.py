@@ -15,8 +15,8 @@ hold the package to it (tests/test_llamacpp_references.py):
   (phi3 also with Phi-3.5-style rope factors, an original context of 32, whose long factors
   llama.cpp takes at its context of 128 (256 padded), and one of 256, whose short ones; gemma2: its
   own softcaps, llama.cpp's default window of 4,096; gemma3: 6 layers, windows of 16; llama: a head dim of 32, twice hidden / heads, as Mistral Nemo's), a qwen3 one with YaRN rope scaling, a gemma3 one with Gemma 3 4B's linear scaling by 8,
-  and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with each file's SHA-256, so that a
-  file the writers no longer reproduce fails as such.
+  and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with a hash of each file's keys and
+  tensors (``content_hash``), so that a file the writers no longer reproduce fails as such.
 
 Run by hand where llama-cpp-python 0.3.36 (llama.cpp's CPU build) is installed, from the
 repository root: ``python tests/llamacpp_references.py`` (the tests themselves never need it).
@@ -164,8 +164,22 @@ def model_files(folder: Path) -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.gguf"))}
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def content_hash(path: Path) -> str:
+    """SHA-256 of what a GGUF file says, not of its layout: every key and value (arrays read) and
+    every tensor's name, type, shape and bytes, in name order; a gguf-py that pads or orders its
+    files otherwise makes the same hash."""
+    from muser_mlx.gguf import ArrayInfo, open_gguf
+
+    digest = hashlib.sha256()
+    with open_gguf(path) as f:
+        for key in sorted(f.metadata):
+            value = f.array(key) if isinstance(f.metadata[key], ArrayInfo) else f.get(key)
+            digest.update(repr((key, value.tolist() if isinstance(value, np.ndarray) else value)).encode())
+        for name in sorted(f.tensors):
+            info = f.tensors[name]
+            digest.update(repr((name, info.qtype, info.shape)).encode())
+            digest.update(f.read(name).tobytes())
+    return digest.hexdigest()
 
 
 def train_vocab() -> dict:
@@ -228,7 +242,7 @@ def main() -> None:
             llm = llama_cpp.Llama(model_path=str(path), n_ctx=128, logits_all=True, verbose=False, n_threads=2)
             llm.eval(POSITIONS)
             logits[name] = np.array(llm.scores[: len(POSITIONS)], np.float16)
-            logits[name + ".sha256"] = np.array(sha256(path))
+            logits[name + ".hash"] = np.array(content_hash(path))
         np.savez_compressed(DATA / "llamacpp_logits.npz", made_by=np.array(made_by), **logits)
 
 

@@ -12,7 +12,7 @@ import pytest
 import muser_mlx
 from muser_mlx.gguf import open_gguf
 
-from llamacpp_references import DATA, POSITIONS, model_files, sha256, write_bpe
+from llamacpp_references import DATA, POSITIONS, content_hash, model_files, write_bpe
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 BPE = json.loads((DATA / "llamacpp_bpe.json").read_text())
@@ -72,7 +72,7 @@ def models(tmp_path_factory):
 )
 def test_small_models_give_llama_cpps_logits(models, name):
     path = models[name]
-    assert sha256(path) == str(LOGITS[name + ".sha256"]), "the writers no longer make the file llama.cpp ran"
+    assert content_hash(path) == str(LOGITS[name + ".hash"]), "the writers no longer make the file llama.cpp ran"
     model, _ = muser_mlx.load(path, mx.float32)
     ours = np.array(model(mx.array([POSITIONS]))[0])
     theirs = LOGITS[name].astype(np.float32)
