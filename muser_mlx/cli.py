@@ -12,6 +12,7 @@ import numpy as np
 from .embedding import Embedding
 from .errors import GGUFError
 from .gguf import gatherable_tensors, open_gguf, table_tensor
+from .lm.architectures import ARCHITECTURES
 
 DTYPES = {"float32": mx.float32, "float16": mx.float16, "bfloat16": mx.bfloat16}
 
@@ -78,6 +79,8 @@ def generate(args) -> None:
         from mlx_lm.sample_utils import make_sampler
     except ImportError:
         raise SystemExit("muser-mlx generate needs the lm extra: pip install 'muser_mlx[lm]'") from None
+    from jinja2 import TemplateError
+
     from .lm import load
 
     model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
@@ -85,8 +88,6 @@ def generate(args) -> None:
     if tokenizer.has_chat_template and not args.ignore_chat_template:  # as mlx_lm.generate does
         messages = [{"role": "system", "content": args.system_prompt}] if args.system_prompt is not None else []
         messages.append({"role": "user", "content": prompt})
-        from jinja2 import TemplateError
-
         try:
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         except TemplateError as e:
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(run=demo)
     p = sub.add_parser(
         "generate",
-        help="run a GGUF model (llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2, gemma3) in mlx-lm: text, tokens per second",
+        help=f"run a GGUF model ({', '.join(ARCHITECTURES)}) in mlx-lm: text, tokens per second",
     )
     p.add_argument("file", type=Path)
     p.add_argument("--prompt", required=True)

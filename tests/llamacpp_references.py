@@ -2,23 +2,20 @@
 hold the package to it (tests/test_llamacpp_references.py):
 
 - llamacpp_bpe.json: a byte-level BPE vocabulary (600 tokens trained by ``tokenizers`` on the
-  README, two control tokens after them) written once per ``tokenizer.ggml.pre`` name of
-  ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS``, and llama.cpp's ids for each of ``TEXTS`` without
-  and with special-token parsing (no BOS), and for the first with its BOS; and for each of ``EOG_CASES`` (the
-  vocabulary with special tokens after it) llama.cpp's end-of-generation ids and what type each
-  special token acts as; and Phi-3's chat tokens under each of ``NAMES`` (llama.cpp drops the
-  whitespace after special tokens where general.name says Phi-3), with and without parsing them;
-- llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for small models:
-  llama, granite, smollm3, qwen2, qwen3, olmo2 (and OLMo 3's: windows of 16 in three of four
-  layers), phi3, gemma2 and gemma3 files of
-  ``test_architectures.write_model``
-  (phi3 also with Phi-3.5-style rope factors, an original context of 32, whose long factors
-  llama.cpp takes at its context of 128 (256 padded), and one of 256, whose short ones; gemma2: its
-  own softcaps, llama.cpp's default window of 4,096; gemma3: 6 layers, windows of 16; llama: a head dim of 32, twice hidden / heads, as Mistral Nemo's), a qwen3 one with YaRN rope scaling, a gemma3 one with Gemma 3 4B's linear scaling by 8,
-  and tiny-llama with a Llama 3.1-style ``rope_freqs.weight``; with a hash of each file's keys and
-  tensors (``content_hash``), so that a file the writers no longer reproduce fails as such.
+  README) written once per ``tokenizer.ggml.pre`` name of
+  ``muser_mlx.lm.tokenizer.PRE_TOKENIZERS`` with two control tokens after it, and llama.cpp's ids
+  for each of ``TEXTS`` without and with special-token parsing (no BOS), and for the first with
+  its BOS; for each of ``EOG_CASES`` (the vocabulary with those special tokens after it)
+  llama.cpp's end-of-generation ids and what type each special token acts as; and Phi-3's chat
+  tokens under each of ``NAMES`` (llama.cpp drops the whitespace after special tokens where
+  general.name says Phi-3), with and without parsing them.
+- llamacpp_logits.npz: llama.cpp's logits (float16) at each of 64 positions for the files of
+  ``model_files`` (``test_architectures.write_model``'s llama, granite, smollm3, qwen2, qwen3,
+  olmo2, OLMo 3, phi3, gemma2 and gemma3 files, some with rope scalings and factors, and
+  tiny-llama with Llama 3.1-style ``rope_freqs.weight``), each with a hash of its keys and tensors
+  (``content_hash``), so that a file the writers no longer reproduce fails as such.
 
-Run by hand where llama-cpp-python 0.3.36 (llama.cpp's CPU build) is installed, from the
+Regenerate where llama-cpp-python 0.3.36 (llama.cpp's CPU build) is installed, from the
 repository root: ``python tests/llamacpp_references.py`` (the tests themselves never need it).
 """
 
@@ -210,9 +207,11 @@ def main() -> None:
             llm = llama_cpp.Llama(
                 model_path=str(write_bpe(Path(tmp) / f"{pre}.gguf", vocab, pre)), vocab_only=True, verbose=False
             )
-            ids[pre] = [llm.tokenize(t.encode(), add_bos=False, special=False) for t in TEXTS]
-            ids[pre + " with BOS"] = llm.tokenize(TEXTS[0].encode(), add_bos=True, special=False)
-            ids[pre + " parsing specials"] = [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TEXTS]
+            ids[pre] = {  # each text without and with special-token parsing, and the first with its BOS
+                "plain": [llm.tokenize(t.encode(), add_bos=False, special=False) for t in TEXTS],
+                "special": [llm.tokenize(t.encode(), add_bos=False, special=True) for t in TEXTS],
+                "bos": llm.tokenize(TEXTS[0].encode(), add_bos=True, special=False),
+            }
         eog = {}
         for case, (extra, _, _) in EOG_CASES.items():
             path = write_bpe(Path(tmp) / "case.gguf", vocab, "qwen2", case)

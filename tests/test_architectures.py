@@ -1,7 +1,8 @@
-"""Each architecture's table maps a GGUF file onto mlx-lm's model: small qwen2 and qwen3 files
-written with gguf-py (no llama.cpp fixture has them) load into the model whose logits equal mlx-lm's
-own model holding gguf-py's dequantization of the same tensors; the gpt2 tokenizer path; the
-llama Q/K permutation undone exactly."""
+"""Each architecture's table maps a GGUF file onto mlx-lm's model: a small file of each, written
+with gguf-py as llama.cpp's converter lays it out (no llama.cpp fixture has them), loads into the
+model whose logits equal mlx-lm's own model holding gguf-py's dequantization of the same tensors;
+what a model cannot hold is refused; the gpt2 tokenizer path; the ropes; the llama Q/K
+permutation undone exactly. tests/test_llamacpp_references.py holds the same files to llama.cpp."""
 
 import math
 
@@ -37,7 +38,7 @@ NAMES = {
 
 PHI3_NAMES = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # Phi-3's fused projections
 GEMMA_NAMES = {"ffn_norm": "pre_feedforward_layernorm"}  # where gemma2's and gemma3_text's norms differ
-GEMMA3_LAYERS, GEMMA3_WINDOW = 6, 16  # one global layer (the sixth), sliding windows of 16
+GEMMA3_LAYERS, WINDOW = 6, 16  # Gemma 3: one global layer (the sixth); windows of 16 (Gemma 3, OLMo 3)
 
 
 def permute(rows: np.ndarray, heads: int) -> np.ndarray:
@@ -49,9 +50,10 @@ def permute(rows: np.ndarray, heads: int) -> np.ndarray:
 def write_model(
     path, arch: str, tied: bool, seed: int = 0, skip: tuple = (), more=None, pre: str = "qwen2", head_dim=HEAD_DIM
 ):
-    """A llama / granite / qwen2 / qwen3 / olmo2 / phi3 / gemma2 (2 layers), smollm3 / olmo3 (4) or gemma3 (6) GGUF
-    of Q8_0 projections and F32 norms and biases, as llama.cpp's converter lays them out (the
-    llama family's Q and K rows permuted, Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
+    """A GGUF of ``arch`` (llama, granite, qwen2, qwen3, olmo2, phi3, gemma2: 2 layers; smollm3,
+    olmo3 (an olmo2 file with windows): 4; gemma3: 6) of Q8_0 projections and F32 norms and
+    biases, as llama.cpp's converter lays them out (the llama family's Q and K rows permuted,
+    Gemma's norms stored as 1 + w); returns {mlx-lm parameter name: float32 array} of what gguf-py
     dequantizes it to. ``skip``: tensor names left out; ``more(writer)`` adds keys or tensors;
     ``pre``: tokenizer.ggml.pre; ``head_dim``: attention.key_length (any, as Mistral Nemo's)."""
     gemma = arch.startswith("gemma")
@@ -70,9 +72,9 @@ def write_model(
     if gemma or head_dim != HEAD_DIM:
         w.add_value_length(head_dim)
     if arch == "gemma3":
-        w.add_sliding_window(GEMMA3_WINDOW)
+        w.add_sliding_window(WINDOW)
     if arch == "olmo3":  # windows of 16 in the first three layers, as the converter writes layer_types
-        w.add_sliding_window(GEMMA3_WINDOW)
+        w.add_sliding_window(WINDOW)
         w.add_sliding_window_pattern([True, True, True, False])
     if arch == "granite":  # Granite 3's scales, about
         w.add_float32("granite.logit_scale", 8.0)
@@ -441,6 +443,7 @@ def test_phi3_rope_factors_rotate_as_hugging_faces_phi3(tmp_path):
     [
         ({"rope_factors_long.weight": np.ones(5, np.float32)}, r"rope_factors_long.weight \[5\] is not 6 finite"),
         ({"rope_factors_short.weight": None}, r"rope_factors_short.weight missing is not 6 finite"),
+        ({"rope_factors_long.weight": None}, r"rope_factors_long.weight missing is not 6 finite"),
         (
             {"rope_factors_long.weight": np.full(6, np.nan, np.float32)},
             r"rope_factors_long.weight \[6\] is not 6 finite",
@@ -487,6 +490,9 @@ def set_key(w, key: str, value) -> None:
             r"phi3.rope.scaling.attn_factor 1.0 is not supported \(1.224745 is",
         ),
         ("phi3", "phi3.rope.scaling.factor", 2.0, r"phi3 with linear rope scaling is not supported"),
+        ("phi3", "phi3.attention.key_length", 32, r"phi3.attention.key_length 32 is not embedding_length / head_count"),
+        ("qwen2", "qwen2.attention.key_length", 32, r"qwen2.attention.key_length 32 is not embedding_length / head_"),
+        ("granite", "granite.attention.key_length", 32, r"granite.attention.key_length 32 is not embedding_length"),
         (
             "gemma2",
             "gemma2.rope.scaling.factor",

@@ -1,7 +1,7 @@
-"""The package against what llama.cpp computed for files the tests write (tests/data/, made by
-tests/llamacpp_references.py with llama-cpp-python 0.3.36): every pre-tokenizer name's ids for
-texts of many scripts and spacings, and the logits of small qwen2 / qwen3 models, YaRN rope
-scaling and Llama 3.1-style rope factors among them."""
+"""The package against what llama.cpp computed (tests/data/, made by tests/llamacpp_references.py
+with llama-cpp-python 0.3.36): every pre-tokenizer name's ids for texts of many scripts and
+spacings, end-of-generation ids and token types, Phi-3's whitespace rule, and the logits of small
+files of every architecture, their rope scalings and factors among them."""
 
 import json
 
@@ -12,14 +12,13 @@ import pytest
 import muser_mlx
 from muser_mlx.gguf import open_gguf
 
-from llamacpp_references import DATA, POSITIONS, content_hash, model_files, write_bpe
+from llamacpp_references import DATA, PHI3_TEXT, POSITIONS, content_hash, model_files, write_bpe
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 BPE = json.loads((DATA / "llamacpp_bpe.json").read_text())
-PRES = [name for name in BPE["ids"] if " " not in name]  # the pre-tokenizer names (not "<name> with BOS" ...)
 LOGITS = np.load(DATA / "llamacpp_logits.npz")
 # The relative L2 of a position's logits, at most and on average: llama.cpp's Q8_0 dot products
-# round x to 8 bits (measured 0.5-2.1% at most), more over Gemma 3's six layers (5.7%).
+# round x to 8 bits (docs/mlx_lm.md has each file's), more over Gemma 3's six layers.
 BOUNDS = {"gemma3": (0.08, 0.04), "gemma3_linear8": (0.08, 0.04)}
 MAX_ERROR, MEAN_ERROR = 0.04, 0.02
 
@@ -27,20 +26,20 @@ MAX_ERROR, MEAN_ERROR = 0.04, 0.02
 def test_every_pre_tokenizer_name_has_llama_cpps_ids():
     from muser_mlx.lm.tokenizer import PRE_TOKENIZERS
 
-    assert set(PRES) == set(PRE_TOKENIZERS)
+    assert set(BPE["ids"]) == set(PRE_TOKENIZERS)
 
 
-@pytest.mark.parametrize("pre", PRES)
+@pytest.mark.parametrize("pre", BPE["ids"])
 def test_pre_tokenizers_give_llama_cpps_ids(tmp_path, pre):
     from muser_mlx.lm.tokenizer import Vocab, build_tokenizer
 
     with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], pre)) as f:
         tok = build_tokenizer(Vocab.from_gguf(f))
-    assert tok.encode(BPE["texts"][0]).ids == BPE["ids"][pre + " with BOS"]
-    for text, ids in zip(BPE["texts"], BPE["ids"][pre + " parsing specials"], strict=True):
+    assert tok.encode(BPE["texts"][0]).ids == BPE["ids"][pre]["bos"]
+    for text, ids in zip(BPE["texts"], BPE["ids"][pre]["special"], strict=True):
         assert tok.encode(text, add_special_tokens=False).ids == ids, text
     tok.encode_special_tokens = True  # llama.cpp's special=False
-    for text, ids in zip(BPE["texts"], BPE["ids"][pre], strict=True):
+    for text, ids in zip(BPE["texts"], BPE["ids"][pre]["plain"], strict=True):
         assert tok.encode(text, add_special_tokens=False).ids == ids, text
 
 
@@ -50,26 +49,7 @@ def models(tmp_path_factory):
     return model_files(tmp_path_factory.mktemp("models"))
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "llama_head_dim_32",
-        "granite",
-        "smollm3",
-        "qwen2",
-        "qwen3",
-        "qwen3_yarn",
-        "olmo2",
-        "olmo3",
-        "phi3",
-        "phi3_rope_long",
-        "phi3_rope_short",
-        "gemma2",
-        "gemma3",
-        "gemma3_linear8",
-        "llama_rope_freqs",
-    ],
-)
+@pytest.mark.parametrize("name", [k for k in LOGITS.files if k != "made_by" and not k.endswith(".hash")])
 def test_small_models_give_llama_cpps_logits(models, name):
     path = models[name]
     assert content_hash(path) == str(LOGITS[name + ".hash"]), "the writers no longer make the file llama.cpp ran"
@@ -100,8 +80,6 @@ def test_end_of_generation_and_special_tokens_as_llama_cpp_finds_them(tmp_path, 
 @pytest.mark.parametrize("name", BPE["named"])
 def test_whitespace_after_special_tokens_as_llama_cpp_drops_it_for_phi3(tmp_path, name):
     from muser_mlx.lm.tokenizer import Vocab, build_tokenizer
-
-    from llamacpp_references import PHI3_TEXT
 
     with open_gguf(write_bpe(tmp_path / "v.gguf", BPE["vocab"], "qwen2", name=name)) as f:
         tok = build_tokenizer(Vocab.from_gguf(f))

@@ -16,7 +16,7 @@ from muser_mlx.lm.tokenizer import (
     tokenizer_wrapper,
 )
 
-from conftest import FIXTURES, byte_level_alphabet, fixture
+from conftest import FIXTURES, byte_level_alphabet, fixture, write_out
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
@@ -186,8 +186,6 @@ def test_special_ids_without_keys_are_llama_cpps_defaults(tmp_path, model, bos, 
     """llama.cpp's ids where the file has none: <unk> <s> </s> at 0, 1, 2 for SentencePiece, 11 for
     gpt2's BOS and EOS; the end of generation follows the EOS."""
     import gguf
-
-    from conftest import write_out
 
     w = gguf.GGUFWriter(tmp_path / "v.gguf", "llama")
     w.add_tokenizer_model(model)

@@ -60,6 +60,10 @@ class Architecture:
         return {**BLOCK_TENSORS, **self.block_tensors}
 
 
+# llama.cpp's rope base where a file names none, for every architecture (rope_freq_base_train)
+ROPE_BASE = 10000.0
+
+
 class Metadata:
     """``{arch}.*`` keys of an open GGUF file, required ones raising ``GGUFError`` naming them."""
 
@@ -86,6 +90,27 @@ class Metadata:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
             raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; a positive integer is needed")
         return int(value)
+
+    def plain_head_dim(self, args: dict) -> int:
+        """``args``' head dim, ``GGUFError`` unless it is hidden / heads (the models without a
+        head_dim of their own); the dim leaves ``args``."""
+        head_dim = args.pop("head_dim")
+        if head_dim != args["hidden_size"] // args["num_attention_heads"]:
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.attention.key_length {head_dim} is not embedding_length / head_count "
+                f"(mlx-lm's {self.arch} has no head dim of its own)"
+            )
+        return head_dim
+
+    def one_rope_base(self, args: dict) -> None:
+        """``GGUFError`` unless the sliding-window layers' rope base (rope.freq_base_swa) is the
+        others' (the models with one rope base)."""
+        local_base = self.get("rope.freq_base_swa", args["rope_theta"])
+        if local_base != args["rope_theta"]:
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.rope.freq_base_swa {local_base!r} is not supported (one rope base, "
+                f"here {args['rope_theta']!r})"
+            )
 
     def common(self, partial_rotary: bool = False, attn_factor: float = 1.0) -> dict:
         """The args every architecture takes; ``partial_rotary``: a rope over fewer dims than the
@@ -116,6 +141,7 @@ class Metadata:
             "vocab_size": self.f.tensors["token_embd.weight"].shape[1],
             "max_position_embeddings": self.get("context_length", 4096),
             "tie_word_embeddings": "output.weight" not in self.f.tensors,
+            "rope_theta": self.get("rope.freq_base", ROPE_BASE),
         }
         # llama.cpp: the type linear unless named, the factor rope.scaling.factor or else the older
         # rope.scale_linear, none where it is 0 or 1. YaRN as llama.cpp runs it for these
@@ -142,14 +168,9 @@ class Metadata:
         return args
 
 
-# llama.cpp's rope base where a file names none, for every architecture (rope_freq_base_train)
-ROPE_BASE = 10000.0
-
-
 def _llama(m: Metadata) -> dict:
     return {
         **m.common(),
-        "rope_theta": m.get("rope.freq_base", ROPE_BASE),
         "attention_bias": "blk.0.attn_q.bias" in m.f.tensors,
         "mlp_bias": "blk.0.ffn_up.bias" in m.f.tensors,
     }
@@ -160,9 +181,7 @@ def _granite(m: Metadata) -> dict:
     embedding, residual and attention scales, where absent or 0 none and 1/sqrt(head_dim)), as
     mlx-lm's granite multipliers; its head dim hidden / heads."""
     args = _llama(m)
-    head_dim = args.pop("head_dim")
-    if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's granite has no head_dim
-        raise GGUFError(f"{m.f.path}: granite.attention.key_length {head_dim} is not embedding_length / head_count")
+    head_dim = m.plain_head_dim(args)
     if not m.get("rope.scaling.finetuned", True):  # llama.cpp: no rope at all (Granite 4's hybrids)
         raise GGUFError(f"{m.f.path}: granite.rope.scaling.finetuned false (no rope) is not supported")
     scales = {
@@ -182,15 +201,11 @@ def _olmo2(m: Metadata) -> dict:
     olmo2). With a sliding window, OLMo 3 (mlx-lm's olmo3): the window in the layers
     ``attention.sliding_window_pattern`` marks, else in three of every four, as llama.cpp reads
     them; those layers' rope unscaled, with the one rope base mlx-lm's olmo3 has."""
-    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    args = m.common()
     window = m.get("attention.sliding_window")
     if window is None:
         return args
-    local_base = m.get("rope.freq_base_swa", args["rope_theta"])
-    if local_base != args["rope_theta"]:
-        raise GGUFError(
-            f"{m.f.path}: olmo2.rope.freq_base_swa {local_base!r} is not supported (olmo3 has one rope base)"
-        )
+    m.one_rope_base(args)
     args.update(model_type="olmo3", sliding_window=m.count("attention.sliding_window"))
     if isinstance(m.get("attention.sliding_window_pattern"), ArrayInfo):
         pattern = [bool(p) for p in m.f.array("olmo2.attention.sliding_window_pattern")]
@@ -205,15 +220,12 @@ def _olmo2(m: Metadata) -> dict:
 
 def _qwen2(m: Metadata) -> dict:
     args = _qwen3(m)
-    if args["head_dim"] != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's qwen2 has no head_dim
-        raise GGUFError(
-            f"{m.f.path}: qwen2.attention.key_length {args['head_dim']} is not embedding_length / head_count"
-        )
+    m.plain_head_dim(args)
     return args
 
 
 def _qwen3(m: Metadata) -> dict:
-    return {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    return m.common()
 
 
 def _phi3(m: Metadata) -> dict:
@@ -221,13 +233,11 @@ def _phi3(m: Metadata) -> dict:
     Where the file has Phi-3.5's rope factors, each layer's rope is ``ropes.LongRoPE``, whose
     magnitude the file's rope.scaling.attn_factor must be."""
     context = m.get("context_length", 4096)
-    scaled = ROPE_FACTORS_LONG in m.f.tensors
+    scaled = bool({ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT} & m.f.tensors.keys())  # ropes.phi3_rope needs both
     original = m.count("rope.scaling.original_context_length", context) if scaled else context
     magnitude = phi3_magnitude(context, original) if scaled else 1.0
-    args = {**m.common(partial_rotary=True, attn_factor=magnitude), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
-    head_dim = args.pop("head_dim")
-    if head_dim != args["hidden_size"] // args["num_attention_heads"]:  # mlx-lm's phi3 has no head_dim
-        raise GGUFError(f"{m.f.path}: phi3.attention.key_length {head_dim} is not embedding_length / head_count")
+    args = m.common(partial_rotary=True, attn_factor=magnitude)
+    head_dim = m.plain_head_dim(args)
     if "rope_scaling" in args:  # mlx-lm's phi3 takes only Su / LongRoPE settings
         raise GGUFError(f"{m.f.path}: phi3 with {args['rope_scaling']['type']} rope scaling is not supported")
     args["partial_rotary_factor"] = m.get("rope.dimension_count", head_dim) / head_dim
@@ -247,7 +257,7 @@ def _gemma(m: Metadata) -> dict:
     """What Gemma 2 and 3 share: the common args, the rope base, no tie flag (mlx-lm's models
     always tie), and the attention scale llama.cpp's f_attention_scale gives: 1/sqrt(head_dim),
     except 1/sqrt(hidden / heads) for the 27B models."""
-    args = {**m.common(), "rope_theta": m.get("rope.freq_base", ROPE_BASE)}
+    args = m.common()
     args.pop("tie_word_embeddings")
     args["query_pre_attn_scalar"] = args["head_dim"]
     if args["num_hidden_layers"] == GEMMA_27B_LAYERS[m.arch]:
@@ -259,7 +269,7 @@ def _gemma3(m: Metadata) -> dict:
     return {
         **_gemma(m),
         "rope_local_base_freq": GEMMA3_LOCAL_ROPE_BASE,
-        "sliding_window": m.need("attention.sliding_window"),
+        "sliding_window": m.count("attention.sliding_window"),
         "sliding_window_pattern": GEMMA3_SLIDING_WINDOW_PATTERN,
     }
 
@@ -271,12 +281,7 @@ def _gemma2(m: Metadata) -> dict:
     args = _gemma(m)
     if "rope_scaling" in args:
         raise GGUFError(f"{m.f.path}: gemma2 with rope scaling is not supported (mlx-lm's gemma2 has none)")
-    local_base = m.get("rope.freq_base_swa", args["rope_theta"])
-    if local_base != args["rope_theta"]:
-        raise GGUFError(
-            f"{m.f.path}: gemma2.rope.freq_base_swa {local_base!r} is not supported (mlx-lm's gemma2 has one "
-            f"rope base, here {args['rope_theta']!r})"
-        )
+    m.one_rope_base(args)
     for key, default in GEMMA2_SOFTCAPS.items():
         args[key] = m.get(key, default)
         if isinstance(args[key], bool) or not isinstance(args[key], (int, float)) or not args[key] > 0:
@@ -301,9 +306,6 @@ ARCHITECTURES = {
         Architecture("smollm3", "smollm3", _llama, "bfloat16", permuted_qk=True),
         Architecture("qwen2", "qwen2", _qwen2, "bfloat16"),
         Architecture("qwen3", "qwen3", _qwen3, "bfloat16"),
-        # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
-        # (ggml multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): four a block, six
-        # with Gemma 3's Q and K norms.
         Architecture("olmo2", "olmo2", _olmo2, "bfloat16"),
         # convert_hf_to_gguf.py Phi3MiniModel: Phi-3's fused projections kept (attn_qkv: q, k and v
         # rows; ffn_up: gate then up rows), mlx-lm's qkv_proj and gate_up_proj.
@@ -316,6 +318,9 @@ ARCHITECTURES = {
             rope=phi3_rope,
             rope_tensors=(ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT),
         ),
+        # convert_hf_to_gguf.py Gemma2Model, Gemma3Model: every norm weight is stored as 1 + w
+        # (ggml multiplies by it; Hugging Face and mlx-lm multiply by 1 + w): four a block, six
+        # with Gemma 3's Q and K norms.
         Architecture("gemma2", "gemma2", _gemma2, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
         Architecture("gemma3", "gemma3_text", _gemma3, "bfloat16", norm_offset=1.0, block_tensors=GEMMA_BLOCK_TENSORS),
     )

@@ -45,7 +45,7 @@ def load(
         path: a GGUF file of architecture llama, granite, smollm3, qwen2, qwen3, olmo2, phi3, gemma2 or gemma3 (else
             ``GGUFError``).
         dtype: the compute dtype (the embedding's output, norms, biases); default the family's
-            (Gemma 3, Qwen: bfloat16; Llama: float16).
+            (float16 for llama, bfloat16 for the others: ``Architecture.dtype``).
         adapter_path: mlx-lm LoRA adapters to apply (``mlx_lm.tuner.utils.load_adapters``).
         backend: for every Embedding and Linear: ``"auto"``, ``"metal"``, ``"cuda"``, ``"cpu"`` or
             ``"ops"``.
@@ -66,12 +66,12 @@ def load(
         if rope is not None:
             for layer in model.layers:
                 layer.self_attn.rope = rope
-        places = _places(f, arch)
+        places = _places(f, arch, args["model_type"])
         use_gguf_modules(model, gguf_tensors(places), dtype, backend, f.path)
         if group is not None:
             shard(model, group)
         parts = member_parts(model)
-        _check_places(f, arch, places, model, parts)
+        _check_places(f, args["model_type"], places, model, parts)
         weights = gguf_weights(f, arch, args, places, parts)
         if hasattr(model, "sanitize"):  # as mlx_lm.utils.load_model (gemma2 has none)
             weights = model.sanitize(weights)
@@ -92,7 +92,7 @@ def load(
     return model, tokenizer
 
 
-def _places(f, arch: Architecture):
+def _places(f, arch: Architecture, model_type: str):
     """``(name, info, kind, module path, "weight" | "bias")`` of each tensor of ``f``, in file
     order; ``GGUFError`` naming those with no place in the model."""
     names, places, unused = arch.tensor_names(), [], []
@@ -111,7 +111,7 @@ def _places(f, arch: Architecture):
             unused.append(name)
         places.append((name, info, kind, path, what))
     if unused:
-        raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {arch.model_type} model")
+        raise GGUFError(f"{f.path}: tensors {', '.join(unused)} have no place in mlx-lm's {model_type} model")
     return places
 
 
@@ -126,7 +126,7 @@ def _check_heads(path: Path, args: dict, members: int) -> None:
         )
 
 
-def _check_places(f, arch: Architecture, places: list, model: nn.Module, parts: dict) -> None:
+def _check_places(f, model_type: str, places: list, model: nn.Module, parts: dict) -> None:
     """``GGUFError`` naming each tensor of ``f`` (``places``: :func:`_places`) that is no parameter
     of ``model`` (a block past its block count, say), or a 1-D one whose length is not the
     parameter's, before any is read."""
@@ -139,7 +139,7 @@ def _check_places(f, arch: Architecture, places: list, model: nn.Module, parts: 
         elif len(info.shape) == 1 and path not in parts and param.shape != tuple(info.shape):
             misfit.append(f"{name} {list(info.shape)} (the model's {path}.{what}: {list(param.shape)})")
     if unplaced:
-        raise GGUFError(f"{f.path}: tensors {', '.join(unplaced)} have no place in mlx-lm's {arch.model_type} model")
+        raise GGUFError(f"{f.path}: tensors {', '.join(unplaced)} have no place in mlx-lm's {model_type} model")
     if misfit:
         raise GGUFError(f"{f.path}: tensors of another length than the model's: {'; '.join(misfit)}")
 

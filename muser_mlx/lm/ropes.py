@@ -68,7 +68,9 @@ class LongRoPE(nn.Module):
     def __call__(self, x, offset=0):
         end = mx.max(mx.array(offset)) + x.shape[-2]  # one past the last position (offset: int or per batch)
         freqs = mx.where(end > self.original, self._long, self._short)
-        x = x.at[..., : self.dims].multiply(self.magnitude) if self.magnitude != 1.0 else x
+        if self.magnitude != 1.0:  # the rotated dims only, as llama.cpp's scaled cos and sin
+            scaled = x[..., : self.dims] * self.magnitude
+            x = scaled if self.dims == x.shape[-1] else mx.concatenate([scaled, x[..., self.dims :]], axis=-1)
         return mx.fast.rope(x, self.dims, traditional=False, base=None, scale=1.0, offset=offset, freqs=freqs)
 
 
@@ -94,9 +96,10 @@ def phi3_magnitude(context: int, original: int) -> float:
 def phi3_rope(f, args: dict) -> LongRoPE | None:
     """The rope of ``f``'s Phi-3.5 factors (None without them; ``args``: the model's, from
     ``architectures._phi3``)."""
-    if ROPE_FACTORS_LONG not in f.tensors:
+    if not {ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT} & f.tensors.keys():
         return None
-    dims = round(args["hidden_size"] // args["num_attention_heads"] * args["partial_rotary_factor"])
+    head_dim = args["hidden_size"] // args["num_attention_heads"]
+    dims = f.get("phi3.rope.dimension_count", head_dim)
     original = args["original_max_position_embeddings"]
     return LongRoPE(
         dims,
