@@ -152,7 +152,9 @@ def test_a_piece_that_is_a_token_is_taken_whole_where_llama_cpp_ignores_merges(p
 
 def test_end_of_generation_and_control_tokens_as_llama_cpp_finds_them_by_text():
     extra = ["<|im_end|>", "<|fim_pad|>", "<|repo_name|>", "<fim-repo>", "<my_eot>", "<|fim_prefix|>", "<x>", "</s>"]
-    vocab = synthetic_bpe("qwen2", extra, types={"</s>": TokenType.USER_DEFINED}, eos=256 + 6, ids={"eot": 256 + 4})
+    vocab = synthetic_bpe(
+        "qwen2", extra, types={"</s>": TokenType.USER_DEFINED}, eos=256 + 6, special_ids={"eot": 256 + 4}
+    )
     im_end, pad, repo, fim_repo, my_eot, prefix, x, s = range(256, 264)
     # <|im_end|> and </s> by text; the pad and the repo token found first (lowest id); eot by its
     # key (not by text); eos whatever its text; <|fim_prefix|> is no end but becomes a control

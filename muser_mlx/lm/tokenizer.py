@@ -151,7 +151,7 @@ def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> 
 @dataclass
 class Vocab:
     """What ``tokenizer.ggml.*`` says: the tokens (id order), their scores and types, the BPE
-    merges (``gpt2`` only), and the special ids and flags; ``ids``: the file's other special ids
+    merges (``gpt2`` only), and the special ids and flags; ``special_ids``: the file's other special ids
     by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become llama.cpp's
     after its search for special tokens by text (``special_tokens``), which also gives ``eog``,
     the ids that end generation; ``rstrip``: the tokens after which whitespace is dropped
@@ -171,7 +171,7 @@ class Vocab:
     add_eos: bool = False
     add_space_prefix: bool = True
     chat_template: str | None = None
-    ids: dict[str, int] = field(default_factory=dict)
+    special_ids: dict[str, int] = field(default_factory=dict)
     name: str | None = None
     eog: list[int] = field(init=False)
     rstrip: list[int] = field(init=False)
@@ -181,7 +181,7 @@ class Vocab:
             raise ValueError(
                 f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
-        ids = self.ids | ({"eos": self.eos} if self.eos is not None else {})
+        ids = self.special_ids | ({"eos": self.eos} if self.eos is not None else {})
         self.types, self.eog = special_tokens(self.tokens, self.types, ids)
         self.rstrip = stripped_after(self.tokens, self.types, self.name)
 
