@@ -151,11 +151,11 @@ def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> 
 @dataclass
 class Vocab:
     """What ``tokenizer.ggml.*`` says: the tokens (id order), their scores and types, the BPE
-    merges (``gpt2`` only), and the special ids and flags; ``special_ids``: the file's other special ids
-    by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become llama.cpp's
-    after its search for special tokens by text (``special_tokens``), which also gives ``eog``,
-    the ids that end generation; ``rstrip``: the tokens after which whitespace is dropped
-    (``stripped_after``)."""
+    merges (``gpt2`` only), and the special ids and flags; ``special_ids``: the file's other
+    special ids by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become
+    llama.cpp's after its search for special tokens by text (``special_tokens``), which also
+    gives ``eog``, the ids that end generation; ``rstrip``: the tokens after which whitespace is
+    dropped (``stripped_after``)."""
 
     model: str
     tokens: list[str]
