@@ -29,7 +29,7 @@ from .errors import GGUFError
 from .formats import FORMATS, Format
 from .gguf_header import TensorInfo, read_header
 from .gguf_io import FileBytes, open_regular
-from .gguf_values import ArrayInfo, StringInfo, file_changed, parse_array
+from .gguf_values import ArrayInfo, StringInfo, file_changed, is_integer, parse_array
 from .memory import check_fits
 
 __all__ = [
@@ -221,7 +221,7 @@ def _split_key(metadata: dict, key: str, path: Path, default: int | None = None)
     """A ``split.*`` count or index of ``metadata`` (``default`` where absent and given);
     ``GGUFError`` unless an integer of at least 1 (``split.no``: 0)."""
     value, low = metadata.get(key, default), 0 if key == "split.no" else 1
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < low:
+    if not is_integer(value) or value < low:
         raise GGUFError(f"{path}: metadata {key} is {value!r}; an integer of at least {low} is needed")
     return int(value)
 

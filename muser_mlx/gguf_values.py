@@ -54,6 +54,17 @@ class StringInfo(NamedTuple):
     nbytes: int
 
 
+def is_integer(value) -> bool:
+    """Whether a metadata value is an integer, not a bool (GGUF's bool is a type of its own;
+    Python's and NumPy's count as ints)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_number(value) -> bool:
+    """Whether a metadata value is a Python int or float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def file_changed(where: str) -> GGUFError:
     return GGUFError(f"{where}: its items no longer fit its bytes; the file changed after it was opened")
 

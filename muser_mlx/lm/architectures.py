@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GGUFError
-from ..gguf_values import ArrayInfo
+from ..gguf_values import ArrayInfo, is_integer, is_number
 from .ropes import ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS, llama_rope, phi3_magnitude, phi3_rope
 
 # GGUF block tensor -> mlx-lm module path inside ``model.layers.N`` (llama.cpp's LLM_TENSOR_NAMES,
@@ -87,7 +87,7 @@ class Metadata:
             value = self.f.array(f"{self.arch}.{key}")
         if isinstance(value, np.ndarray) and value.size and (value == value.flat[0]).all():
             value = value.flat[0]
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not is_integer(value) or value < 1:
             raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; a positive integer is needed")
         return int(value)
 
@@ -191,7 +191,7 @@ def _granite(m: Metadata) -> dict:
         "attention_multiplier": m.get("attention.scale", 0.0) or 1 / math.sqrt(head_dim),
     }
     for key, value in scales.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value == 0:
+        if not is_number(value) or not math.isfinite(value) or value == 0:
             raise GGUFError(f"{m.f.path}: granite's {key} is {value!r}; a finite non-zero number is needed")
     return {**args, **scales}
 
@@ -202,8 +202,7 @@ def _olmo2(m: Metadata) -> dict:
     ``attention.sliding_window_pattern`` marks, else in three of every four, as llama.cpp reads
     them; those layers' rope unscaled, with the one rope base mlx-lm's olmo3 has."""
     args = m.common()
-    window = m.get("attention.sliding_window")
-    if window is None:
+    if m.get("attention.sliding_window") is None:
         return args
     m.one_rope_base(args)
     args.update(model_type="olmo3", sliding_window=m.count("attention.sliding_window"))
@@ -284,7 +283,7 @@ def _gemma2(m: Metadata) -> dict:
     m.one_rope_base(args)
     for key, default in GEMMA2_SOFTCAPS.items():
         args[key] = m.get(key, default)
-        if isinstance(args[key], bool) or not isinstance(args[key], (int, float)) or not args[key] > 0:
+        if not is_number(args[key]) or not args[key] > 0:
             raise GGUFError(f"{m.f.path}: gemma2.{key} is {args[key]!r}; a positive number is needed")
     return args
 
