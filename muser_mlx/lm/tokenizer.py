@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 from gguf import TokenType
 
 from ..errors import GGUFError
+from ..gguf_values import is_integer
 
 # llama.cpp's expressions (llama-vocab.cpp, llm_tokenizer_bpe)
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -109,23 +109,24 @@ EOG_TEXTS = frozenset(
 )
 
 
-def stripped_after(tokens: list[str], types: list[int], name: str | None) -> list[int]:
+def stripped_after(types: list[int], index: dict[str, int], name: str | None) -> list[int]:
     """The tokens after which llama.cpp drops the whitespace (llama-vocab.cpp, load, by
     general.name): where the name says Phi-3, every control, user-defined and unknown token and
     ``</s>``, but ``<unk>``, ``<s>`` and ``<|endoftext|>``; none for other names."""
     if not name or not any(phi in name.lower() for phi in ("phi-3", "phi3")):
         return []
-    index = {token: i for i, token in enumerate(tokens)}
     special = {i for i, t in enumerate(types) if t in (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN)}
     special |= {index["</s>"]} if "</s>" in index else set()
     return sorted(special - {index[t] for t in ("<unk>", "<s>", "<|endoftext|>") if t in index})
 
 
-def special_tokens(tokens: list[str], types: list[int], ids: dict[str, int]) -> tuple[list[int], list[int]]:
+def special_tokens(
+    tokens: list[str], types: list[int], index: dict[str, int], ids: dict[str, int]
+) -> tuple[list[int], list[int]]:
     """llama.cpp's token types after its search by text, and its end-of-generation ids (sorted);
-    ``ids``: the file's ids by kind ("eos" and the kinds of ``FOUND_BY_TEXT``)."""
+    ``index``: each text's id (``Vocab.index``); ``ids``: the file's ids by kind ("eos" and the
+    kinds of ``FOUND_BY_TEXT``)."""
     types = list(types)
-    index = {token: i for i, token in enumerate(tokens)}  # the last of a repeated text, as llama.cpp's map
     ids = dict(ids)
     for kind, texts in FOUND_BY_TEXT.items():
         hits = [index[t] for t in texts if t in index]
@@ -155,7 +156,7 @@ class Vocab:
     special ids by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become
     llama.cpp's after its search for special tokens by text (``special_tokens``), which also
     gives ``eog``, the ids that end generation; ``rstrip``: the tokens after which whitespace is
-    dropped (``stripped_after``)."""
+    dropped (``stripped_after``); ``index``: each token text's id."""
 
     model: str
     tokens: list[str]
@@ -173,6 +174,7 @@ class Vocab:
     chat_template: str | None = None
     special_ids: dict[str, int] = field(default_factory=dict)
     name: str | None = None
+    index: dict[str, int] = field(init=False, repr=False)
     eog: list[int] = field(init=False)
     rstrip: list[int] = field(init=False)
 
@@ -181,9 +183,12 @@ class Vocab:
             raise ValueError(
                 f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
+        self.index = {
+            token: i for i, token in enumerate(self.tokens)
+        }  # a repeated text: its last id, as llama.cpp's map
         ids = self.special_ids | ({"eos": self.eos} if self.eos is not None else {})
-        self.types, self.eog = special_tokens(self.tokens, self.types, ids)
-        self.rstrip = stripped_after(self.tokens, self.types, self.name)
+        self.types, self.eog = special_tokens(self.tokens, self.types, self.index, ids)
+        self.rstrip = stripped_after(self.types, self.index, self.name)
 
     @classmethod
     def from_gguf(cls, f) -> Vocab:
@@ -217,7 +222,7 @@ class Vocab:
             if value is None:
                 value = DEFAULT_IDS[model].get(name)
                 return value if value is not None and value < n else None
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 0 <= value < n:
+            if not is_integer(value) or not 0 <= value < n:
                 raise GGUFError(f"{f.path}: tokenizer.ggml.{name}_token_id {value!r} is no id of the {n} tokens")
             return int(value)
 
@@ -274,7 +279,7 @@ def build_tokenizer(vocab: Vocab):
         processors,
     )
 
-    ids = {token: i for i, token in enumerate(vocab.tokens)}
+    ids = vocab.index
     unk = vocab.tokens[vocab.unk] if vocab.unk is not None else None
     if vocab.model == "llama":
         model = models.BPE(
