@@ -84,7 +84,7 @@ MATVEC_MIN_WARPS = 2048
 BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
-BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1}
+BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "Q3_K": 4}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
 # float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
 # formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
