@@ -281,11 +281,20 @@ def table_tensor(f: GGUFFile, name: str = "token_embd.weight") -> tuple[TensorIn
     if name not in f.tensors:
         raise GGUFError(f"{where} is not in the file; embedding-like tensors: {', '.join(embedding_like(f)) or 'none'}")
     t = matrix_tensor(f, name, "an embedding table is [dims, vocab]")
-    arch = f.architecture
-    width = f.metadata.get(f"{arch}.embedding_length") if arch and name in MODEL_WIDTH_TENSORS else None
-    if width is not None and width != t.shape[0]:
-        raise GGUFError(f"{where} has dims {t.shape[0]} but the metadata {arch}.embedding_length is {width!r}")
+    problem = _width_problem(f, t)
+    if problem:
+        raise GGUFError(f"{where} {problem}")
     return t, FORMATS[t.qtype]
+
+
+def _width_problem(f: GGUFFile, t: TensorInfo) -> str | None:
+    """For the token embedding and the LM head, why their dims are not ``<arch>.embedding_length``
+    where that is set (None where they are, and for every other tensor)."""
+    arch = f.architecture
+    width = f.metadata.get(f"{arch}.embedding_length") if arch and t.name in MODEL_WIDTH_TENSORS else None
+    if width is not None and width != t.shape[0]:
+        return f"has dims {t.shape[0]} but the metadata {arch}.embedding_length is {width!r}"
+    return None
 
 
 def embedding_like(f: GGUFFile) -> list[str]:
@@ -307,8 +316,10 @@ class Gatherable(NamedTuple):
 
 def gatherable_tensors(source: str | Path | GGUFFile) -> list[Gatherable]:
     """Every tensor (in file order) that ``Table.from_gguf`` can load: 2-D, of a supported
-    format, a shape MLX can hold."""
+    format, a shape MLX can hold, and for the token embedding and the LM head the model's width."""
     with opened(source) as f:
         return [
-            Gatherable(t.name, t.qtype, *t.shape, t.nbytes) for t in f.tensors.values() if _table_problem(t) is None
+            Gatherable(t.name, t.qtype, *t.shape, t.nbytes)
+            for t in f.tensors.values()
+            if _table_problem(t) is None and _width_problem(f, t) is None
         ]

@@ -42,7 +42,7 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
     fmt = FORMATS.get(qtype)
     if fmt is None or fmt.quantizer is None:
         raise ValueError(f"unsupported qtype {qtype!r}; supported: {', '.join(QUANTIZABLE)}")
-    x = weights if isinstance(weights, np.ndarray) else np.array(weights, dtype=np.float32)
+    x = weights if isinstance(weights, np.ndarray) else np.array(weights)  # its own dtype, checked next
     if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise ValueError(f"expected real numbers, got dtype {x.dtype}")
     if x.ndim != 2:

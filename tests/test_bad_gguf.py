@@ -281,6 +281,7 @@ def test_dims_disagree_with_metadata(good):
     patch(good, tensor_info_offsets(good)["dims"], "Q", 512)
     patch(good, tensor_info_offsets(good)["dims"] + 8, "Q", 2)  # same bytes, other shape
     raises_gguf_error(good, "embedding_length")
+    assert gatherable_tensors(good) == []  # it lists only what loads
 
 
 @pytest.mark.parametrize("dims", [[2**40, 2**40], [2**32, 2**32], [2**63, 2], [256, 4 + 2**56]])

@@ -201,6 +201,20 @@ def test_special_ids_without_keys_are_llama_cpps_defaults(tmp_path, model, bos, 
     assert (vocab.bos, vocab.eos, vocab.unk, vocab.eog) == (bos, eos, unk, [eos])
 
 
+def test_the_wrapper_reads_control_tokens_as_text_when_asked():
+    """docs/mlx_lm.md's way to read control tokens as text through mlx-lm's wrapper. transformers 5
+    sets the backend's ``encode_special_tokens`` from ``split_special_tokens`` on every encode, so
+    setting the former on the backend has no effect there."""
+    with open_gguf(fixture("ollama-llama-2-tiny-random.gguf")) as f:
+        wrapper = tokenizer_wrapper(Vocab.from_gguf(f))
+    eos = wrapper.eos_token_id
+    parsed = wrapper.encode("a</s>b")
+    assert eos in parsed[1:]
+    wrapper._tokenizer.split_special_tokens = True
+    as_text = wrapper.encode("a</s>b")
+    assert eos not in as_text[1:] and wrapper.decode(as_text[1:]) == "a</s>b"
+
+
 def test_the_wrappers_eos_ids_are_the_end_of_generation_ids():
     vocab = synthetic_bpe("qwen2", ["<|im_end|>", "<|endoftext|>"], eos=257)
     assert set(tokenizer_wrapper(vocab).eos_token_ids) == {256, 257}
