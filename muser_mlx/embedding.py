@@ -7,7 +7,6 @@ from functools import cache
 from pathlib import Path
 
 import mlx.core as mx
-import numpy as np
 from mlx import nn
 from mlx.utils import tree_map_with_path
 
@@ -182,7 +181,7 @@ class Embedding(LookupOptions, TableModule):
         weight = mx.array(weight) if not isinstance(weight, mx.array) else weight
         if dtype is None:
             dtype = weight.dtype if weight.dtype in OUTPUT_DTYPES else mx.float32
-        data = quantize(np.array(weight.astype(mx.float32)), qtype)
+        data = quantize(weight, qtype)
         return cls.from_table(Table.from_bytes(data, qtype, weight.shape[1]), dtype, **kwargs)
 
     @property

@@ -14,7 +14,6 @@ from functools import cache
 from pathlib import Path
 
 import mlx.core as mx
-import numpy as np
 from mlx.nn.layers.distributed import sum_gradients
 
 from . import backends, member_bytes
@@ -145,10 +144,17 @@ class Linear(TableModule):
     @classmethod
     def from_table(cls, table: Table, bias: mx.array | None = None, **kwargs) -> Linear:
         """A projection holding ``table``'s bytes (not copied): ``table.vocab`` outputs of
-        ``table.dims`` inputs, and ``bias`` if given."""
+        ``table.dims`` inputs, and ``bias`` if given (real floats ``[table.vocab]``, else
+        ``ValueError``)."""
         module = cls(table.dims, table.vocab, bias is not None, table.qtype, **kwargs)._from_table(table)
         if bias is not None:
-            module.bias = mx.array(bias)
+            bias = mx.array(bias)
+            if bias.shape != (table.vocab,) or not mx.issubdtype(bias.dtype, mx.floating):
+                raise ValueError(
+                    f"a bias of {table.vocab} real floats is needed, got {str(bias.dtype).rsplit('.', 1)[-1]} "
+                    f"{list(bias.shape)}"
+                )
+            module.bias = bias
             module.freeze()
         return module
 
@@ -168,7 +174,7 @@ class Linear(TableModule):
         from .quantize import quantize
 
         weight = linear.weight
-        table = Table.from_bytes(quantize(np.array(weight.astype(mx.float32)), qtype), qtype, weight.shape[1])
+        table = Table.from_bytes(quantize(weight, qtype), qtype, weight.shape[1])
         return cls.from_table(table, linear.get("bias"), **kwargs)
 
     @property

@@ -46,13 +46,13 @@ def device_limits() -> dict[str, int]:
     return {key: int(info[key]) for key in DEVICE_LIMITS if isinstance(info.get(key), int)}
 
 
-def check_fits(nbytes: int, where: str) -> None:
-    """Raise ``GGUFError`` naming ``where`` if ``nbytes`` exceeds host or device memory."""
+def check_fits(nbytes: int, where: str, error: type[Exception] = GGUFError) -> None:
+    """Raise ``error`` naming ``where`` if ``nbytes`` exceeds host or device memory."""
     limits = {"the host's available memory": available_memory()}
     limits.update({DEVICE_LIMITS[k]: v for k, v in device_limits().items()})
     for what, limit in limits.items():
         if limit is not None and nbytes > limit:
-            raise GGUFError(
+            raise error(
                 f"{where} needs {nbytes / 2**20:.1f} MiB, more than {what} "
                 f"({limit / 2**20:.1f} MiB); nothing was allocated"
             )

@@ -15,6 +15,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import mlx.core as mx
 import numpy as np
 
 from .check import check_table
@@ -25,6 +26,16 @@ _CHUNK_VALUES = 1 << 19  # values per work item ([32, 16384] float32 temporaries
 _AUTO_PROGRESS_VALUES = 8_000_000
 
 QUANTIZABLE = [name for name, fmt in FORMATS.items() if fmt.quantizer is not None]
+
+
+def _as_numpy(weights) -> np.ndarray:
+    """``weights`` for the checks: a NumPy array as it is, an ``mx.array`` as float32 (NumPy has no
+    bfloat16) unless complex, anything else in the dtype NumPy gives it."""
+    if isinstance(weights, mx.array):
+        if mx.issubdtype(weights.dtype, mx.complexfloating):  # astype would drop the imaginary parts
+            raise ValueError(f"expected real numbers, got dtype {weights.dtype}")
+        return np.array(weights.astype(mx.float32))
+    return weights if isinstance(weights, np.ndarray) else np.array(weights)
 
 
 def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
@@ -42,7 +53,7 @@ def quantize(weights, qtype: str = "Q4_K", progress=None) -> np.ndarray:
     fmt = FORMATS.get(qtype)
     if fmt is None or fmt.quantizer is None:
         raise ValueError(f"unsupported qtype {qtype!r}; supported: {', '.join(QUANTIZABLE)}")
-    x = weights if isinstance(weights, np.ndarray) else np.array(weights)  # its own dtype, checked next
+    x = _as_numpy(weights)
     if np.iscomplexobj(x) or not (np.issubdtype(x.dtype, np.number) or x.dtype == np.bool_):
         raise ValueError(f"expected real numbers, got dtype {x.dtype}")
     if x.ndim != 2:

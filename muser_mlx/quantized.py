@@ -10,6 +10,9 @@ from mlx import nn
 
 from . import backends
 from .formats import Format, get_format
+from .gguf import MLX_MAX_DIM
+from .gguf_values import is_integer
+from .memory import check_fits
 from .table import Table
 
 
@@ -28,15 +31,21 @@ class TableModule(nn.Module):
         backends.select(backend)
         super().__init__()
         fmt = get_format(qtype)
-        if rows < 1 or dims < 1 or dims % fmt.block_values:
+        name = type(self).__name__
+        if not (is_integer(rows) and is_integer(dims)) or rows < 1 or dims < 1 or dims % fmt.block_values:
             raise ValueError(
-                f"{type(self).__name__} needs rows >= 1 and dims a positive multiple of the {qtype} block "
-                f"of {fmt.block_values} values, got rows={rows}, dims={dims}"
+                f"{name} needs rows >= 1 and dims a positive multiple of the {qtype} block "
+                f"of {fmt.block_values} values, both integers, got rows={rows!r}, dims={dims!r}"
             )
+        rows, row_bytes = int(rows), fmt.row_bytes(int(dims))
+        if rows > MLX_MAX_DIM or row_bytes > MLX_MAX_DIM:
+            raise ValueError(f"{name} of {rows} rows of {row_bytes} bytes: MLX's dimensions stop at 2**31 - 1")
+        # A zero table of the right byte shape, lazy: never allocated unless read before a load, and
+        # then it must fit (MLX dies on an allocation the host cannot make).
+        check_fits(rows * row_bytes, f"{name}'s table of {rows} rows of {row_bytes} bytes", MemoryError)
         self._format, self._backend = fmt, backend
         self._source = "memory"
-        # A zero table of the right byte shape (lazy: never allocated unless read before a load).
-        self.weight = mx.zeros((rows, fmt.row_bytes(dims)), mx.uint8)
+        self.weight = mx.zeros((rows, row_bytes), mx.uint8)
 
     def __setattr__(self, key, value):
         # Module.__setattr__ sends arrays, dicts, lists and tuples to __setitem__ and keeps anything

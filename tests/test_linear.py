@@ -66,6 +66,20 @@ def test_built_empty_then_filled_and_the_bias():
     assert relative_error(empty(x), dense(x) + bias) < 1e-6
 
 
+@pytest.mark.parametrize(
+    "bias, got",
+    [
+        (mx.zeros((3, 8)), r"float32 \[3, 8\]"),  # taken before: logits [3, 8] from one row of x
+        (mx.zeros((5,)), r"float32 \[5\]"),  # a broadcast error at the first call before
+        (mx.zeros((8,), mx.complex64), r"complex64 \[8\]"),  # complex logits before
+    ],
+)
+def test_from_table_checks_the_bias(bias, got):
+    linear, _ = projection("Q8_0", outputs=8, inputs=64)
+    with pytest.raises(ValueError, match=rf"a bias of 8 real floats is needed, got {got}"):
+        Linear.from_table(linear.table, bias=bias)
+
+
 def test_output_is_in_x_dtype():
     linear, _ = projection("Q8_0", inputs=64)
     for dtype in DTYPES:

@@ -6,7 +6,7 @@ import pytest
 from mlx import nn
 from mlx.utils import tree_flatten
 
-from muser_mlx import FORMATS, Embedding, Table, embedding
+from muser_mlx import FORMATS, Embedding, Linear, Table, embedding, memory
 
 from conftest import assert_bits_equal, random_table_bytes, reference
 
@@ -166,6 +166,23 @@ def test_functional_form_and_backend_choice(q4k_table):
     if not (mx.metal.is_available() or mx.cuda.is_available()):
         with pytest.raises(ValueError, match="not available"):
             Embedding.from_table(table, backend="metal")
+
+
+@pytest.mark.parametrize(
+    "make, error, message",
+    [
+        (lambda: Embedding(10.5, 32, "Q8_0"), ValueError, "both integers, got rows=10.5"),  # std::bad_cast before
+        (lambda: Embedding(10, True, "F32"), ValueError, "dims=True"),  # taken as dims 1 before
+        (lambda: Embedding(2**31, 32, "Q8_0"), ValueError, r"dimensions stop at 2\*\*31 - 1"),
+        # a zero table past the host's memory: read before a load, MLX died with SIGSEGV
+        (lambda: Embedding(2**28, 1024, "Q8_0"), MemoryError, "more than the host's available memory"),
+        (lambda: Linear(2**20, 2**20, qtype="Q8_0"), MemoryError, "Linear's table of 1048576 rows"),
+    ],
+)
+def test_constructor_sizes_are_checked(make, error, message, monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 2**34)  # 16 GiB, whatever the host has
+    with pytest.raises(error, match=message):
+        make()
 
 
 def test_from_bytes_rejects_wrong_shapes():

@@ -168,6 +168,18 @@ def test_rejects_bad_input(x, qtype, message):
         quantize(x, qtype)
 
 
+def test_mlx_arrays_complex_refused_bfloat16_taken():
+    """MLX's astype(float32) dropped the imaginary parts (quantize warned, from_embedding said
+    nothing); NumPy has no bfloat16, so np.array of one failed in the buffer protocol."""
+    complex_weights = mx.array(np.full((4, 32), 1 + 5j, np.complex64))
+    for make in (lambda: quantize(complex_weights, "Q8_0"), lambda: Embedding.from_embedding(complex_weights, "Q8_0")):
+        with pytest.raises(ValueError, match="expected real numbers, got dtype mlx.core.complex64"):
+            make()
+    w = np.random.default_rng(0).standard_normal((4, 32)).astype(np.float32)
+    as_bf16 = mx.array(w).astype(mx.bfloat16)
+    assert np.array_equal(quantize(as_bf16, "Q8_0"), quantize(np.array(as_bf16.astype(mx.float32)), "Q8_0"))
+
+
 def test_no_rows_quantize_to_no_blocks():
     assert quantize(np.zeros((0, 256), np.float32)).shape == (0, 144)
     assert quantize(np.zeros((0, 32), np.float32), "Q8_0").dtype == np.uint8
