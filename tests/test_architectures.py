@@ -466,7 +466,7 @@ def test_phi3_rope_factors_not_one_positive_factor_a_pair_are_refused(tmp_path, 
 def set_key(w, key: str, value) -> None:
     """The writer's own value of ``key`` dropped, then ``value`` written (None: none)."""
     w.kv_data[0].pop(key, None)
-    adders = {bool: w.add_bool, int: w.add_int32, float: w.add_float32}
+    adders = {bool: w.add_bool, int: w.add_int32, float: w.add_float32, str: w.add_string}
     if value is not None:
         adders[type(value)](key, value)
 
@@ -510,6 +510,20 @@ def set_key(w, key: str, value) -> None:
             r"granite.rope.scaling.finetuned false \(no rope\) is not",
         ),
         ("olmo3", "olmo2.rope.freq_base_swa", 1e4, r"olmo2.rope.freq_base_swa 10000.0 is not supported"),
+        # numbers that gave NaN logits, and keys of another type that gave a TypeError
+        ("qwen3", "qwen3.rope.freq_base", 0.0, r"qwen3.rope.freq_base is 0.0; a finite positive number"),
+        ("qwen3", "qwen3.rope.freq_base", float("nan"), r"qwen3.rope.freq_base is nan; a finite positive"),
+        ("qwen3", "qwen3.rope.freq_base", "1e6", r"qwen3.rope.freq_base is '1e6'; a finite positive"),
+        ("qwen3", "qwen3.attention.layer_norm_rms_epsilon", float("nan"), r"epsilon is nan; a finite positive"),
+        ("qwen3", "qwen3.rope.scaling.factor", float("nan"), r"factor is nan; a finite number of at least 0"),
+        ("qwen3", "qwen3.rope.scaling.factor", -2.0, r"factor is -2.0; a finite number of at least 0"),
+        ("qwen3", "qwen3.rope.scaling.attn_factor", "1", r"attn_factor is '1'; a finite positive"),
+        ("qwen3", "qwen3.context_length", 0, r"qwen3.context_length is 0; a positive integer"),
+        # sizes the file's tensors do not have: mlx-lm's model was built at them first
+        ("qwen3", "qwen3.block_count", 100000, r"block_count is 100000, but the file's tensors hold blocks 0 to 1, 2"),
+        ("qwen3", "qwen3.feed_forward_length", 2**30, r"feed_forward_length 1073741824 is larger than any tensor's"),
+        ("qwen3", "qwen3.attention.head_count_kv", 3, r"head_count 4 is not whole groups of its 3 kv heads"),
+        ("qwen3", "qwen3.embedding_length", 2 * HIDDEN, rf"embedding_length {2 * HIDDEN} is not token_embd.weight's"),
     ],
 )
 def test_what_mlx_lms_model_cannot_hold_is_refused(tmp_path, arch, key, value, message):

@@ -91,6 +91,16 @@ class Metadata:
             raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; a positive integer is needed")
         return int(value)
 
+    def number(self, key: str, default: float | None = None, zero: bool = False) -> float:
+        """A finite number greater than 0 (or at least 0 where ``zero``): ``need(key)`` (or
+        ``default`` where absent); else ``GGUFError`` naming it (a NaN rope base or norm epsilon
+        gave NaN logits)."""
+        value = self.need(key) if default is None else self.get(key, default)
+        if not is_number(value) or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            needed = "a finite number of at least 0" if zero else "a finite positive number"
+            raise GGUFError(f"{self.f.path}: metadata {self.arch}.{key} is {value!r}; {needed} is needed")
+        return value
+
     def plain_head_dim(self, args: dict) -> int:
         """``args``' head dim, ``GGUFError`` unless it is hidden / heads (the models without a
         head_dim of their own); the dim leaves ``args``."""
@@ -112,6 +122,32 @@ class Metadata:
                 f"here {args['rope_theta']!r})"
             )
 
+    def _check_sizes(self, hidden: int, attention_width: int) -> None:
+        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: the width
+        the token embedding's, every block the count names held by the file, the feed-forward length and the
+        attention's width no larger than any tensor's dimension (mlx-lm's model, built before any
+        weight is read, took a minute and 9 GB at a block_count of 100,000)."""
+        path, arch, tensors = self.f.path, self.arch, self.f.tensors
+        if hidden != tensors["token_embd.weight"].shape[0]:
+            raise GGUFError(
+                f"{path}: {arch}.embedding_length {hidden} is not token_embd.weight's width "
+                f"{tensors['token_embd.weight'].shape[0]}"
+            )
+        blocks = self.count("block_count")
+        held = {
+            int(name.split(".")[1]) for name in tensors if name.split(".")[0] == "blk" and name.split(".")[1].isdigit()
+        }
+        if not held >= set(range(blocks)):  # a block past the count is a tensor with no place (loader)
+            got = f"blocks {min(held)} to {max(held)}, {len(held)} of them" if held else "no block"
+            raise GGUFError(f"{path}: {arch}.block_count is {blocks}, but the file's tensors hold {got}")
+        largest = max(max(t.shape) for t in tensors.values())
+        for key, size in (
+            ("feed_forward_length", self.count("feed_forward_length")),
+            ("attention width", attention_width),
+        ):
+            if size > largest:
+                raise GGUFError(f"{path}: {arch} {key} {size} is larger than any tensor's dimension ({largest})")
+
     def common(self, partial_rotary: bool = False, attn_factor: float = 1.0) -> dict:
         """The args every architecture takes; ``partial_rotary``: a rope over fewer dims than the
         head's is allowed (the caller gives mlx-lm its share); ``attn_factor``: the magnitude the
@@ -124,6 +160,12 @@ class Metadata:
         if hidden < heads:
             raise GGUFError(f"{self.f.path}: {self.arch}.embedding_length {hidden} is less than its {heads} heads")
         head_dim = self.count("attention.key_length", hidden // heads)
+        kv_heads = self.count("attention.head_count_kv", heads)
+        if heads % kv_heads:
+            raise GGUFError(
+                f"{self.f.path}: {self.arch}.attention.head_count {heads} is not whole groups of its {kv_heads} kv heads"
+            )
+        self._check_sizes(hidden, heads * head_dim)
         rope_dims = self.get("rope.dimension_count", head_dim)
         if rope_dims != head_dim and not (partial_rotary and isinstance(rope_dims, int) and 0 < rope_dims < head_dim):
             raise GGUFError(
@@ -135,13 +177,13 @@ class Metadata:
             "num_hidden_layers": self.count("block_count"),
             "intermediate_size": self.count("feed_forward_length"),
             "num_attention_heads": heads,
-            "num_key_value_heads": self.count("attention.head_count_kv", heads),
+            "num_key_value_heads": kv_heads,
             "head_dim": head_dim,
-            "rms_norm_eps": self.need("attention.layer_norm_rms_epsilon"),
+            "rms_norm_eps": self.number("attention.layer_norm_rms_epsilon"),
             "vocab_size": self.f.tensors["token_embd.weight"].shape[1],
-            "max_position_embeddings": self.get("context_length", 4096),
+            "max_position_embeddings": self.count("context_length", 4096),
             "tie_word_embeddings": "output.weight" not in self.f.tensors,
-            "rope_theta": self.get("rope.freq_base", ROPE_BASE),
+            "rope_theta": self.number("rope.freq_base", ROPE_BASE),
         }
         # llama.cpp: the type linear unless named, the factor rope.scaling.factor or else the older
         # rope.scale_linear, none where it is 0 or 1. YaRN as llama.cpp runs it for these
@@ -149,12 +191,12 @@ class Metadata:
         # magnitude 1 + 0.1 ln(factor) (mlx-lm's YarnRoPE's defaults), the original context
         # rope.scaling.original_context_length or else the trained one.
         scaling = self.get("rope.scaling.type", "linear")
-        factor = self.get("rope.scaling.factor", self.get("rope.scale_linear", 0.0))
+        factor = self.number("rope.scaling.factor", self.number("rope.scale_linear", 0.0, zero=True), zero=True)
         if scaling not in ("linear", "yarn", "none"):
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.rope.scaling.type {scaling!r} is not supported (linear and yarn are)"
             )
-        file_factor = self.get("rope.scaling.attn_factor", 1.0)
+        file_factor = self.number("rope.scaling.attn_factor", 1.0)
         if not math.isclose(file_factor, attn_factor, rel_tol=1e-6):  # written as float32
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.rope.scaling.attn_factor {file_factor!r} is not supported "
@@ -231,7 +273,7 @@ def _phi3(m: Metadata) -> dict:
     """mlx-lm's phi3: its head dim hidden / heads and a rope over partial_rotary_factor of it.
     Where the file has Phi-3.5's rope factors, each layer's rope is ``ropes.LongRoPE``, whose
     magnitude the file's rope.scaling.attn_factor must be."""
-    context = m.get("context_length", 4096)
+    context = m.count("context_length", 4096)
     scaled = bool({ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT} & m.f.tensors.keys())  # ropes.phi3_rope needs both
     original = m.count("rope.scaling.original_context_length", context) if scaled else context
     magnitude = phi3_magnitude(context, original) if scaled else 1.0
