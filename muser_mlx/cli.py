@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -25,6 +26,22 @@ def _shown(text: str) -> str:
     """A name from the file as printed: characters a terminal would act on (escape sequences,
     carriage returns) written as Python escapes."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def temperature(text: str) -> float:
+    """--temp: a finite number >= 0 (0: greedy)."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """--max-tokens: at least 1 (mlx-lm reads 0 as an error and a negative count as no limit)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
 
 
 def inspect(args) -> None:
@@ -58,8 +75,13 @@ def inspect(args) -> None:
 def embed(args) -> None:
     emb = Embedding.from_gguf(args.file, args.tensor, DTYPES[args.dtype])
     rows = emb(args.ids)  # host ids: an id out of range (or past 64 bits) raises IndexError
-    if args.out:
-        np.save(args.out, np.array(rows.astype(mx.float32)))
+    if args.out is not None:
+        try:
+            out = open(args.out, "wb")  # np.save given a name would append .npy to it
+        except OSError as e:  # an existing folder, a missing parent folder, no permission
+            raise OSError(f"--out {args.out}: {e.strerror}") from None
+        with out:
+            np.save(out, np.array(rows.astype(mx.float32)))
         print(f"saved {list(rows.shape)} {args.dtype} rows (as float32) to {args.out}")
     else:
         np.set_printoptions(precision=6, threshold=64, edgeitems=4, linewidth=100)
@@ -79,8 +101,6 @@ def generate(args) -> None:
         from mlx_lm.sample_utils import make_sampler
     except ImportError:
         raise SystemExit("muser-mlx generate needs the lm extra: pip install 'muser_mlx[lm]'") from None
-    from jinja2 import TemplateError
-
     from .lm import load
 
     model, tokenizer = load(args.file, dtype=DTYPES.get(args.dtype))
@@ -90,9 +110,9 @@ def generate(args) -> None:
         messages.append({"role": "user", "content": prompt})
         try:
             text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        except TemplateError as e:
+        except Exception as e:  # the template is code from the file: anything it raises is the file's failure
             raise GGUFError(
-                f"{args.file}: its tokenizer.chat_template fails ({type(e).__name__}: {e}); "
+                f"{args.file}: its tokenizer.chat_template fails ({type(e).__name__}: {_shown(str(e))}); "
                 "--ignore-chat-template gives the prompt as it is"
             ) from e
         prompt = tokenizer.encode(text, add_special_tokens=False)  # the template writes its own BOS
@@ -122,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ids", type=int, nargs="+", required=True)
     p.add_argument("--tensor", default="token_embd.weight")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--out", type=Path, help="save to this .npy file instead of printing")
+    p.add_argument("--out", help="save to this .npy file (the path as given) instead of printing")
     p.set_defaults(run=embed)
     p = sub.add_parser("demo", help="quantize, write, read back, look up and check a Q4_K table")
     p.add_argument("file", type=Path, nargs="?", help="a GGUF to use instead of the generated one")
@@ -134,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("file", type=Path)
     p.add_argument("--prompt", required=True)
-    p.add_argument("--max-tokens", type=int, default=100)
-    p.add_argument("--temp", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    p.add_argument("--max-tokens", type=positive_int, default=100)
+    p.add_argument("--temp", type=temperature, default=0.0, help="sampling temperature (0: greedy)")
     p.add_argument("--dtype", choices=DTYPES, help="compute dtype (default: the model family's)")
     p.add_argument("--system-prompt", help="a system message before the prompt, where the chat template is used")
     p.add_argument(
@@ -147,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         args.run(args)
-    except (GGUFError, FileNotFoundError, IndexError) as e:
+    except (GGUFError, OSError, IndexError) as e:
         print(f"muser-mlx: {e}", file=sys.stderr)
         return 1
     return 0

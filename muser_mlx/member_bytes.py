@@ -15,6 +15,7 @@ import numpy as np
 
 from .formats import Format
 from .gguf import GGUFFile, TensorInfo
+from .gguf_values import is_integer, is_number
 from .memory import check_fits
 
 Pieces = list[tuple[int, int]]
@@ -36,11 +37,21 @@ def vocab_rows(rows: int, group: mx.distributed.Group) -> tuple[int, int]:
     return rank * per_member, min((rank + 1) * per_member, rows)
 
 
+def check_segments(segments) -> None:
+    """``TypeError`` unless ``segments`` is what MLX's ``shard_linear`` takes: a count (an int),
+    or a list of indices (ints) or fractions (floats)."""
+    if is_integer(segments):
+        return
+    if not isinstance(segments, (list, tuple)) or not all(is_number(s) for s in segments):
+        raise TypeError(f"segments must be a count or a list of indices or fractions, got {segments!r}")
+
+
 def split_pieces(total: int, segments: int | list, group: mx.distributed.Group, what: str) -> Pieces:
     """Member ``group.rank()``'s pieces of ``total`` features as MLX's ``_shard`` takes them: the
     features cut into ``segments`` (a count of equal parts, a list of indices, or a list of
     fractions of ``total``), each part into ``group.size()`` equal pieces. ``ValueError`` naming
     ``what`` where a part does not divide."""
+    check_segments(segments)
     size, rank = group.size(), group.rank()
     if isinstance(segments, int):
         if segments < 1 or total % segments:

@@ -35,6 +35,11 @@ def _check_sharding(sharding: str) -> None:
         raise ValueError(f"sharding must be 'all-to-sharded' or 'sharded-to-all', got {sharding!r}")
 
 
+def _check_linear(module) -> None:
+    if type(module) is not Linear:
+        raise TypeError(f"expected a muser_mlx.Linear, got {type(module).__name__}")
+
+
 class _TensorParallel(TableModule):
     """This member's part of a projection: ``weight`` ``uint8 [rows, row_bytes]``, frozen. A
     subclass's ``part`` names it: ``(rows, byte columns)`` of the whole weight
@@ -49,8 +54,7 @@ class _TensorParallel(TableModule):
         cls, linear: Linear, *, segments: int | list = 1, group: mx.distributed.Group | None = None
     ) -> _TensorParallel:
         """This member's part of ``linear``'s weight (and bias), copied."""
-        if type(linear) is not Linear:
-            raise TypeError(f"expected a muser_mlx.Linear, got {type(linear).__name__}")
+        _check_linear(linear)
         module = cls(linear.input_dims, linear.output_dims, "bias" in linear, linear.qtype, linear.backend, group)
         module._segments = segments
         rows, columns = module.part
@@ -187,8 +191,11 @@ def shard_linear(
     """MLX's ``shard_linear`` for a :class:`Linear`: an :class:`AllToShardedLinear`
     (``"all-to-sharded"``) or a :class:`ShardedToAllLinear` (``"sharded-to-all"``) holding this
     member's part of ``module`` (``segments`` as MLX's), or ``module`` itself for a group of one
-    (default group ``mx.distributed.init()``). ``module`` is left as it was."""
+    (default group ``mx.distributed.init()``). ``module`` is left as it was; its type, ``sharding``
+    and ``segments`` are checked on a group of one too."""
+    _check_linear(module)
     _check_sharding(sharding)
+    member_bytes.check_segments(segments)
     group = group or mx.distributed.init()
     if group.size() == 1:
         return module

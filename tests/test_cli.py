@@ -32,6 +32,25 @@ def test_embed_prints_and_saves(tmp_path, capsys):
     assert np.array_equal(np.load(tmp_path / "r.npy"), reference(np.asarray(raw.data), "Q4_K", [1, 7]))
 
 
+def test_embed_out_is_the_path_as_given(tmp_path, capsys):
+    """--out is written as it is, with no .npy added; a folder or a missing parent folder is a
+    one-line error (np.save wrote DIR.npy beside an existing folder DIR)."""
+    path = str(fixture("tiny-llama-Q4_K_M.gguf"))
+    assert main(["embed", path, "--ids", "1", "7", "--out", str(tmp_path / "rows")]) == 0
+    assert f"to {tmp_path / 'rows'}" in capsys.readouterr().out
+    assert np.load(tmp_path / "rows").shape == (2, 512) and not (tmp_path / "rows.npy").exists()
+    (tmp_path / "folder").mkdir()
+    for out, reason in [
+        (tmp_path / "folder", "Is a directory"),
+        (f"{tmp_path / 'folder'}/", "Is a directory"),
+        (tmp_path / "absent" / "rows.npy", "No such file or directory"),
+    ]:
+        assert main(["embed", path, "--ids", "1", "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err == f"muser-mlx: --out {out}: {reason}\n", err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "rows"]
+
+
 def test_bad_id_and_bad_file_are_one_line_errors(tmp_path, capsys):
     assert main(["embed", str(fixture("tiny-llama-Q4_K_M.gguf")), "--ids", "5000"]) == 1
     assert "token id 5000 at position 0 is out of range" in capsys.readouterr().err
@@ -121,14 +140,33 @@ def test_generate_puts_the_prompt_in_the_files_chat_template(tmp_path, capsys):
             ["--system-prompt", "Be brief."],
             "System role not supported",
         ),
+        (5, [], "TypeError"),  # an int32 in place of the template's text
+        ("{% for i in range(10**9) %}{% endfor %}", [], "OverflowError"),  # past jinja's sandbox
+        ("{{ 1 / 0 }}", [], "ZeroDivisionError"),
+        ("{{ raise_exception('one\\ntwo\\x1b[2J') }}", [], "one\\ntwo\\x1b[2J"),  # the file's text, escaped
     ],
 )
 def test_a_chat_template_that_fails_is_a_one_line_error(tmp_path, capsys, template, options, message):
     pytest.importorskip("mlx_lm", reason="the lm extra is not installed: pip install -e .[lm]")
-    path = rewrite_gguf(
-        fixture("ollama-llama-2-tiny-random.gguf"), tmp_path / "bad.gguf", more=lambda w: w.add_chat_template(template)
-    )
+    import gguf
+
+    def add_template(w):
+        w.add_key_value(gguf.Keys.Tokenizer.CHAT_TEMPLATE, template, gguf.GGUFValueType.get_type(template))
+
+    path = rewrite_gguf(fixture("ollama-llama-2-tiny-random.gguf"), tmp_path / "bad.gguf", more=add_template)
     assert main(["generate", str(path), "--prompt", "Hi", "--max-tokens", "1", *options]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "tokenizer.chat_template fails" in err and message in err, err
     assert main(["generate", str(path), "--prompt", "Hi", "--max-tokens", "1", "--ignore-chat-template"]) == 0
+
+
+@pytest.mark.parametrize(
+    "option, value",
+    [("--temp", "nan"), ("--temp", "-1"), ("--temp", "inf"), ("--max-tokens", "0"), ("--max-tokens", "-1")],
+)
+def test_generate_refuses_a_temperature_or_token_count_out_of_range(tmp_path, capsys, option, value):
+    """argparse's error (exit status 2) before any file is read."""
+    with pytest.raises(SystemExit) as raised:
+        main(["generate", str(tmp_path / "absent.gguf"), "--prompt", "Hi", option, value])
+    assert raised.value.code == 2
+    assert f"argument {option}: {value!r} is not" in capsys.readouterr().err

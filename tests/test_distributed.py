@@ -250,6 +250,12 @@ def test_group_of_one_returns_the_module_unchanged():
     assert shard_linear(linear, "sharded-to-all") is linear
     model = nn.Sequential(module, linear)
     assert shard(model) is model and model.layers[0] is module and model.layers[1] is linear
+    # checked on one member as on many (they came back as they were before)
+    for wrong in (5, module):
+        with pytest.raises(TypeError, match=f"expected a muser_mlx.Linear, got {type(wrong).__name__}"):
+            shard_linear(wrong, "all-to-sharded")
+    with pytest.raises(TypeError, match="segments must be a count or a list of indices or fractions, got 1.5"):
+        shard_linear(linear, "all-to-sharded", segments=1.5)
 
 
 @settings(deadline=None, max_examples=15)
