@@ -35,6 +35,8 @@ def _check_bytes(data, fmt: Format, dims, vocab) -> None:
         got = type(data).__name__
         if isinstance(data, (mx.array, np.ndarray)):
             got = f"{str(data.dtype).rsplit('.', 1)[-1]} {list(data.shape)}"
+        if isinstance(data, np.ndarray) and data.dtype == np.uint8:  # Table() given NumPy bytes
+            got = f"NumPy {got}, not an mx.array (Table.from_bytes takes NumPy bytes)"
         raise ValueError(f"{fmt.name} table of dims {dims} must be uint8 [{rows}, {row_bytes}], got {got}")
 
 

@@ -16,10 +16,22 @@ _WRITER_KEYS = ("general.architecture", "general.alignment")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
+def _check_text(what: str, text) -> None:
+    """A key, tensor name, architecture or string value: a ``str`` that UTF-8 can hold, else
+    ``TypeError`` / ``ValueError`` naming ``what`` (gguf-py's own errors named nothing)."""
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be a str, got {type(text).__name__} {text!r}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} {text!r} is not valid as UTF-8 ({e.reason})") from None
+
+
 def _adder(key: str, value) -> str:
     """The GGUFWriter method that writes ``value`` (non-negative ints below 2**32 as uint32, as
     llama.cpp reads counts and sizes); ``TypeError`` or ``ValueError`` for a value the file
     cannot hold, before anything is written."""
+    _check_text("a metadata key", key)
     if key in _WRITER_KEYS:
         raise ValueError(f"metadata {key!r} is set by save_gguf itself (the architecture by its argument)")
     kind = type(value)
@@ -30,10 +42,7 @@ def _adder(key: str, value) -> str:
     if kind is float and abs(value) > _FLOAT32_MAX and abs(value) != float("inf"):
         raise ValueError(f"metadata {key!r}: {value} is beyond float32's range")
     if kind is str:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"metadata {key!r}: not valid as UTF-8 ({e.reason})") from None
+        _check_text(f"metadata {key!r}:", value)
     return "add_uint32" if kind is int and 0 <= value < 2**32 else _ADDERS[kind]
 
 
@@ -51,7 +60,12 @@ def save_gguf(
     ``path`` stays as it was until then.
     """
     path = Path(path)
+    _check_text("the architecture", architecture)
     adders = {key: _adder(key, value) for key, value in (metadata or {}).items()}
+    for name, table in tables.items():
+        _check_text("a tensor name", name)
+        if not isinstance(table, Table):
+            raise TypeError(f"tensor {name!r} must be a muser_mlx.Table, got {type(table).__name__}")
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # made as the file is, by the umask
     writer = gguf.GGUFWriter(partial, architecture)
     try:

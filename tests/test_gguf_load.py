@@ -50,20 +50,37 @@ def test_save_gguf_round_trip(tmp_path, q4k_table):
         ({"general.alignment": 64}, ValueError, "set by save_gguf itself"),
         ({"general.architecture": "qwen2"}, ValueError, "set by save_gguf itself"),
         ({"x": None}, TypeError, "NoneType values are not supported"),
+        # gguf-py's TypeError / UnicodeEncodeError named nothing
+        ({1: 2}, TypeError, "a metadata key must be a str, got int 1"),
+        ({"\ud800": 1}, ValueError, "a metadata key .* is not valid as UTF-8"),
     ],
 )
 def test_save_gguf_leaves_the_file_there_as_it_was(tmp_path, q4k_table, metadata, error, message):
-    """A value the file cannot hold raises before anything is written, and a write that fails
-    midway (a table that is none) leaves the file already at the path whole, with no partial file
-    beside it."""
+    """A value the file cannot hold raises before anything is written, and so does a table that
+    is none; the file already at the path stays whole, with no partial file beside it."""
     table, raw = q4k_table
     path = save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table})
     before = path.read_bytes()
     with pytest.raises(error, match=message):
         save_gguf(path, {"token_embd.weight": table}, metadata)
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match="tensor 'other.weight' must be a muser_mlx.Table, got NoneType"):
         save_gguf(path, {"token_embd.weight": table, "other.weight": None})
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.gguf"]
+
+
+@pytest.mark.parametrize(
+    "tables, architecture, error, message",
+    [
+        ({7: None}, "llama", TypeError, "a tensor name must be a str, got int 7"),
+        ({"\ud800": None}, "llama", ValueError, "a tensor name .* is not valid as UTF-8"),
+        ({}, 5, TypeError, "the architecture must be a str, got int 5"),
+        ({}, None, TypeError, "the architecture must be a str, got NoneType"),  # wrote no architecture before
+    ],
+)
+def test_save_gguf_checks_names_and_the_architecture(tmp_path, tables, architecture, error, message):
+    with pytest.raises(error, match=message):
+        save_gguf(tmp_path / "s.gguf", tables, architecture=architecture)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_save_gguf_leaves_no_partial_file_when_the_write_fails(tmp_path, q4k_table, monkeypatch):

@@ -222,6 +222,8 @@ def test_a_table_built_directly_holds_the_rows_it_claims():
         Table(data, q8, 64, 4)
     with pytest.raises(TypeError, match="Format"):
         Table(data, "Q8_0", 32, 4)
+    with pytest.raises(ValueError, match=r"got NumPy uint8 \[4, 34\], not an mx.array \(Table.from_bytes takes"):
+        Table(np.zeros((4, 34), np.uint8), q8, 32, 4)  # it said "must be uint8 [4, 34], got uint8 [4, 34]"
 
 
 @pytest.mark.gpu
