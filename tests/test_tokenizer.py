@@ -3,11 +3,15 @@
 with BOS) and decodes them back; mlx-lm's TokenizerWrapper and streaming detokenizer hold it."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from gguf import TokenType
 
+import muser_mlx
+from muser_mlx import GGUFError
 from muser_mlx.gguf import open_gguf
 from muser_mlx.lm.tokenizer import (
     Vocab,
@@ -16,7 +20,7 @@ from muser_mlx.lm.tokenizer import (
     tokenizer_wrapper,
 )
 
-from conftest import FIXTURES, byte_level_alphabet, fixture, write_out
+from conftest import FIXTURES, byte_level_alphabet, fixture, rewrite_gguf, write_out
 
 pytest.importorskip("tokenizers", reason="the lm extra is not installed: pip install -e .[lm]")
 LLAMA_FILES = ["tiny-llama-Q4_K_M", "tiny-llama-Q8_0", "ollama-llama-2-tiny-random"]
@@ -77,18 +81,22 @@ def test_spm_merges_rank_by_the_merged_tokens_score():
     assert spm_merges(tokens, [0, 0, 0, -2, -1, -3]) == [("b", "c"), ("a", "b"), ("a", "bc"), ("ab", "c")]
 
 
-def synthetic_spm(add_space_prefix: bool) -> Vocab:
-    """Bytes, three control tokens, a user-defined one, some pieces: llama.cpp's layout of a
-    SentencePiece vocabulary."""
-    pieces = ["▁", "h", "i", "▁h", "▁hi", "hi", "<u>"]
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
+def synthetic_spm(
+    add_space_prefix: bool, extra: tuple[str, ...] = (), byte_text: dict[int, str] | None = None
+) -> Vocab:
+    """Bytes, three control tokens, a user-defined one, some pieces, then ``extra`` (normal, score
+    -7): llama.cpp's layout of a SentencePiece vocabulary; ``byte_text``: other texts of byte tokens."""
+    pieces = ["▁", "h", "i", "▁h", "▁hi", "hi", "<u>", *extra]
+    byte_tokens = [(byte_text or {}).get(b, f"<0x{b:02X}>") for b in range(256)]
+    tokens = ["<unk>", "<s>", "</s>"] + byte_tokens + pieces
     types = (
         [2, TokenType.CONTROL, TokenType.CONTROL]
         + [TokenType.BYTE] * 256
         + [TokenType.NORMAL] * 6
         + [TokenType.USER_DEFINED]
+        + [TokenType.NORMAL] * len(extra)
     )
-    scores = [0.0] * 259 + [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0]
+    scores = [0.0] * 259 + [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, 0.0] + [-7.0] * len(extra)
     return Vocab("llama", tokens, types, scores, bos=1, eos=2, unk=0, add_space_prefix=add_space_prefix)
 
 
@@ -218,6 +226,58 @@ def test_the_wrapper_reads_control_tokens_as_text_when_asked():
 def test_the_wrappers_eos_ids_are_the_end_of_generation_ids():
     vocab = synthetic_bpe("qwen2", ["<|im_end|>", "<|endoftext|>"], eos=257)
     assert set(tokenizer_wrapper(vocab).eos_token_ids) == {256, 257}
+
+
+def tiny_llama_with(tmp_path, change) -> Path:
+    """tiny-llama-Q8_0.gguf written again with ``change(tokens)`` done to its list of token texts."""
+
+    def more(writer):
+        change(writer.kv_data[0]["tokenizer.ggml.tokens"].value)
+
+    return rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "v.gguf", more=more)
+
+
+def test_a_text_at_two_ids_is_refused(tmp_path):
+    """As llama.cpp refuses it; mlx-lm's streaming detokenizer failed on the id the tokenizer had
+    no text for (AttributeError: 'NoneType' object has no attribute 'startswith')."""
+    with pytest.raises(ValueError, match="duplicate token in vocabulary: 'hi' has ids 264 and 266"):
+        synthetic_spm(False, extra=("hi",))
+
+    def repeat(tokens):
+        tokens[300] = tokens[301]
+
+    path = tiny_llama_with(tmp_path, repeat)
+    with pytest.raises(
+        GGUFError, match=re.escape(f"{path}: duplicate token in vocabulary:") + ".* has ids 300 and 301"
+    ):
+        muser_mlx.load(path)
+
+
+def test_a_chat_template_that_is_no_string_is_refused(tmp_path):
+    """An array read as transformers' named templates and failed there with a TypeError."""
+
+    def more(writer):
+        writer.kv_data[0].pop("tokenizer.chat_template", None)
+        writer.add_array("tokenizer.chat_template", ["a", "b"])
+
+    path = rewrite_gguf(fixture("tiny-llama-Q8_0.gguf"), tmp_path / "t.gguf", more=more)
+    with pytest.raises(GGUFError, match=re.escape(f"{path}: tokenizer.chat_template is an array, not a string")):
+        muser_mlx.load(path)
+
+
+@pytest.mark.parametrize("text", ["<0xZZ>", "<0x4>", "<0x041>", "A"])
+def test_a_byte_token_that_is_no_byte_is_refused(text):
+    with pytest.raises(ValueError, match=f"token {3 + 0x41} '{text}' is a byte token"):
+        synthetic_spm(True, byte_text={0x41: text})
+
+
+def test_load_names_a_byte_token_that_is_no_byte(tmp_path):
+    def spoil(tokens):
+        tokens[3] = "<0xZZ>"
+
+    path = tiny_llama_with(tmp_path, spoil)
+    with pytest.raises(GGUFError, match=re.escape(f"{path}: token 3 '<0xZZ>' is a byte token")):
+        muser_mlx.load(path)
 
 
 assert FIXTURES  # the fixtures folder is configured in conftest

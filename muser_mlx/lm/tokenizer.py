@@ -19,12 +19,13 @@ It gives llama.cpp's ids (``llama-vocab.cpp``), which it mirrors as follows:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from gguf import TokenType
 
 from ..errors import GGUFError
-from ..gguf_values import is_integer
+from ..gguf_values import ArrayInfo, is_integer
 
 # llama.cpp's expressions (llama-vocab.cpp, llm_tokenizer_bpe)
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -149,6 +150,12 @@ def special_tokens(
     return types, sorted(eog)
 
 
+# A SentencePiece byte token's text. llama.cpp reads the two characters after "<0x" with strtol
+# ("<0xZZ>" would be byte 0), mlx-lm's detokenizer with int(..., 16) (a ValueError there), so a
+# byte token with another text is refused.
+BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+
+
 @dataclass
 class Vocab:
     """What ``tokenizer.ggml.*`` says: the tokens (id order), their scores and types, the BPE
@@ -156,7 +163,9 @@ class Vocab:
     special ids by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become
     llama.cpp's after its search for special tokens by text (``special_tokens``), which also
     gives ``eog``, the ids that end generation; ``rstrip``: the tokens after which whitespace is
-    dropped (``stripped_after``); ``index``: each token text's id."""
+    dropped (``stripped_after``); ``index``: each token text's id. A text at two ids is refused,
+    as llama.cpp refuses it ("duplicate token in vocabulary"; before, ``GGML_ASSERT``): the
+    tokenizer holds one id a text, and mlx-lm's detokenizers read every id's."""
 
     model: str
     tokens: list[str]
@@ -179,13 +188,20 @@ class Vocab:
     rstrip: list[int] = field(init=False)
 
     def __post_init__(self):
+        if self.chat_template is not None and not isinstance(self.chat_template, str):
+            # an array reads as transformers' named templates and failed there with a TypeError
+            kind = "an array" if isinstance(self.chat_template, ArrayInfo) else type(self.chat_template).__name__
+            raise ValueError(f"tokenizer.chat_template is {kind}, not a string")
         if self.model == "gpt2" and self.pre not in PRE_TOKENIZERS:
             raise ValueError(
                 f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
-        self.index = {
-            token: i for i, token in enumerate(self.tokens)
-        }  # a repeated text: its last id, as llama.cpp's map
+        self.index = {}
+        for i, token in enumerate(self.tokens):
+            if self.index.setdefault(token, i) != i:
+                raise ValueError(f"duplicate token in vocabulary: {token!r} has ids {self.index[token]} and {i}")
+            if self.model == "llama" and self.types[i] == TokenType.BYTE and not BYTE_TOKEN.fullmatch(token):
+                raise ValueError(f"token {i} {token!r} is a byte token (type BYTE) but not '<0xNN>'")
         ids = self.special_ids | ({"eos": self.eos} if self.eos is not None else {})
         self.types, self.eog = special_tokens(self.tokens, self.types, self.index, ids)
         self.rstrip = stripped_after(self.types, self.index, self.name)
@@ -249,7 +265,7 @@ class Vocab:
         )
         try:
             return cls(*fields)
-        except ValueError as e:  # Vocab's own check of the pre-tokenizer
+        except ValueError as e:  # Vocab's own checks: the pre-tokenizer, repeated texts, the byte tokens
             raise GGUFError(f"{f.path}: {e}") from e
 
 
