@@ -5,8 +5,10 @@ dequantized weights, and against that model through mlx-lm's 4-bit ``nn.quantize
 Decode: seconds per token of ``mlx_lm.generate_step`` (the interval between tokens, median),
 after a short prompt. Prefill: seconds from a ``--prefill``-token prompt to the first generated
 token (mlx-lm evaluates the prompt's caches, then one step). Each contender first runs both
-once untimed (a GPU compiles kernels, MLX's and ours, at each new shape). Contenders alternate, the order
-reversed every other round, so a machine's drift falls on each alike. On a GPU the muser_mlx model
+once untimed (a GPU compiles kernels, MLX's and ours, at each new shape); those first calls'
+seconds are recorded (``first_calls_s``) and, with each round's times, printed to stderr as they
+come, so a run stopped early leaves what it measured. Contenders alternate, the order reversed
+every other round, so a machine's drift falls on each alike. On a GPU the muser_mlx model
 also runs with every head call built each time (``tuning.COMPILED_ROWS`` 0) against the default,
 few-row calls replayed under ``mx.compile``. ``--tuning NAME=VALUE`` sets a constant of
 ``muser_mlx.backends.tuning`` for the whole run (``tuning.fixed``), e.g. ``BYTEDOT_MIN_BYTES=0``.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -184,17 +187,25 @@ def run(args, constants: dict) -> None:
 
     decode = {name: [] for name in contenders}
     prefill = {name: [] for name in contenders}
+    first = {}  # the untimed first calls' seconds: a GPU compiles every kernel (ours and MLX's) there
     for name, model in contenders.items():  # untimed: kernels compiled, calls traced, for each shape
+        start = time.perf_counter()
         with tuning.fixed(COMPILED_ROWS=compiled_rows.get(name, tuning.COMPILED_ROWS)):
             decode_seconds(model, vocab, 2)
             if args.prefill:
                 prefill_seconds(model, vocab, args.prefill)
+        first[name] = time.perf_counter() - start
+        print(f"{name}: first calls {first[name]:.1f} s", file=sys.stderr, flush=True)
     for r in range(args.rounds):
         for name in list(contenders)[:: 1 if r % 2 == 0 else -1]:
             with tuning.fixed(COMPILED_ROWS=compiled_rows.get(name, tuning.COMPILED_ROWS)):
                 decode[name].append(decode_seconds(contenders[name], vocab, args.tokens))
                 if args.prefill:
                     prefill[name].append(prefill_seconds(contenders[name], vocab, args.prefill))
+            times = f"{1e3 * decode[name][-1]:.2f} ms/token" + (
+                f", prefill {1e3 * prefill[name][-1]:.1f} ms" if args.prefill else ""
+            )
+            print(f"round {r + 1}, {name}: {times}", file=sys.stderr, flush=True)
     base = statistics.median(decode[next(iter(contenders))])
     rows, data = (
         [],
@@ -212,7 +223,7 @@ def run(args, constants: dict) -> None:
         d = statistics.median(decode[name])
         p = statistics.median(prefill[name]) if args.prefill else None
         rows.append([name, f"{1e3 * d:.2f}", f"{d / base:.2f}", f"{1e3 * p:.1f}" if p else "-"])
-        data["results"][name] = {"decode_s_per_token": d, "prefill_s": p}
+        data["results"][name] = {"decode_s_per_token": d, "prefill_s": p, "first_calls_s": first[name]}
     table = markdown(
         [
             "model",
