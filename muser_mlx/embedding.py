@@ -210,6 +210,17 @@ class Embedding(LookupOptions, TableModule):
         See :func:`muser_mlx.as_linear`."""
         return as_linear(self.table, x, backend=self._backend)
 
+    def to_lora(self, r: int = 8, scale: float = 20.0, dropout: float = 0.0):
+        """mlx-lm's ``LoRAEmbedding`` around this table (``mlx_lm.tuner.utils.linear_to_lora_layers``
+        calls it, e.g. for the key ``model.embed_tokens``): the low-rank update is trained, the
+        bytes stay frozen; its ``as_linear``, the tied head, adds the update's transpose. Its
+        ``fuse`` needs a float weight and does not apply."""
+        from mlx_lm.tuner.lora import LoRAEmbedding
+
+        lora = LoRAEmbedding(self.num_embeddings, self.dims, r=r, dropout=dropout, scale=scale)
+        lora.embedding = self
+        return lora
+
     def _extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.dims}, qtype={self.qtype}, dtype={self.dtype}"
 

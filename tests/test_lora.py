@@ -75,3 +75,40 @@ def test_compiled_training_step_as_mlx_lms_trainer():
         losses.append(step(batch, lengths))
         mx.eval(state, losses[-1])
     assert losses[-1].item() < losses[0].item(), [loss.item() for loss in losses]
+
+
+def test_lora_on_the_embedding_matches_mlx_lms_on_its_float_twin():
+    """``Embedding.to_lora``: mlx-lm's LoRAEmbedding around the bytes (linear_to_lora_layers refused
+    a muser_mlx.Embedding: "Can't convert layer of type Embedding to LoRA"); its lookup and tied
+    head, and their gradients, are those of the same adapter on the dequantized float table."""
+    from mlx_lm.tuner.lora import LoRAEmbedding
+
+    from conftest import fixture
+
+    model, _ = muser_mlx.load(fixture("tiny-llama-Q4_K_M.gguf"), dtype=mx.float32)
+    model.freeze()
+    linear_to_lora_layers(model, 1, {"rank": 4, "scale": 10.0, "dropout": 0.0, "keys": ["model.embed_tokens"]})
+    lora = model.model.embed_tokens
+    assert isinstance(lora, LoRAEmbedding) and isinstance(lora.embedding, muser_mlx.Embedding)
+    assert {k for k, _ in tree_flatten(model.trainable_parameters())} == {
+        "model.embed_tokens.lora_a",
+        "model.embed_tokens.lora_b",
+    }
+    table = lora.embedding
+    twin = LoRAEmbedding.from_base(nn.Embedding(table.num_embeddings, table.dims), r=4, scale=10.0)
+    twin.embedding.weight = table(mx.arange(table.num_embeddings))
+    lora.lora_b = mx.random.normal(lora.lora_b.shape, key=mx.random.key(1))  # B starts at zero
+    twin.update({"lora_a": lora.lora_a, "lora_b": lora.lora_b})
+    twin.embedding.freeze()
+    ids = mx.array([[3, 17, 900, 3]])
+    x = mx.random.normal((2, table.dims), key=mx.random.key(2))
+
+    def loss(m):
+        return (m(ids) ** 2).sum() + (m.as_linear(x) ** 2).mean()
+
+    got, got_grads = nn.value_and_grad(lora, loss)(lora)
+    want, want_grads = nn.value_and_grad(twin, loss)(twin)
+    assert abs(got.item() - want.item()) <= 1e-5 * abs(want.item())
+    for name in ("lora_a", "lora_b"):
+        g, w = np.array(got_grads[name]), np.array(want_grads[name])
+        assert np.abs(g - w).max() <= 1e-4 * np.abs(w).max(), name
