@@ -5,6 +5,7 @@ undone. One table per architecture; each quirk names the llama.cpp behaviour it 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -134,13 +135,13 @@ class Metadata:
                 f"{tensors['token_embd.weight'].shape[0]}"
             )
         blocks = self.count("block_count")
-        held = {
-            int(name.split(".")[1]) for name in tensors if name.split(".")[0] == "blk" and name.split(".")[1].isdigit()
-        }
-        if not held >= set(range(blocks)):  # a block past the count is a tensor with no place (loader)
+        held = {int(m.group(1)) for name in tensors if (m := re.match(r"blk\.([0-9]+)\.", name))}
+        if not all(
+            i in held for i in range(blocks)
+        ):  # stops at the first missing block  # a block past the count is a tensor with no place (loader)
             got = f"blocks {min(held)} to {max(held)}, {len(held)} of them" if held else "no block"
             raise GGUFError(f"{path}: {arch}.block_count is {blocks}, but the file's tensors hold {got}")
-        largest = max(max(t.shape) for t in tensors.values())
+        largest = max(max(t.shape, default=0) for t in tensors.values())
         for key, size in (
             ("feed_forward_length", self.count("feed_forward_length")),
             ("attention width", attention_width),
