@@ -123,29 +123,24 @@ class Metadata:
                 f"here {args['rope_theta']!r})"
             )
 
-    def _check_sizes(self, hidden: int, attention_width: int) -> None:
-        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: the width
-        the token embedding's, every block the count names held by the file, the feed-forward length and the
-        attention's width no larger than any tensor's dimension (mlx-lm's model, built before any
-        weight is read, took a minute and 9 GB at a block_count of 100,000)."""
+    def _check_sizes(self, hidden: int, blocks: int, feed_forward: int, attention_width: int) -> None:
+        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: ``hidden``
+        the token embedding's width, every one of ``blocks`` held by the file, the feed-forward
+        length and the attention's width no larger than any tensor's dimension (mlx-lm's model,
+        built before any weight is read, took a minute and 9 GB at a block_count of 100,000)."""
         path, arch, tensors = self.f.path, self.arch, self.f.tensors
         if hidden != tensors["token_embd.weight"].shape[0]:
             raise GGUFError(
                 f"{path}: {arch}.embedding_length {hidden} is not token_embd.weight's width "
                 f"{tensors['token_embd.weight'].shape[0]}"
             )
-        blocks = self.count("block_count")
         held = {int(m.group(1)) for name in tensors if (m := re.match(r"blk\.([0-9]+)\.", name))}
-        if not all(
-            i in held for i in range(blocks)
-        ):  # stops at the first missing block  # a block past the count is a tensor with no place (loader)
+        # all() stops at the first missing block; a block past the count is a tensor with no place (loader)
+        if not all(i in held for i in range(blocks)):
             got = f"blocks {min(held)} to {max(held)}, {len(held)} of them" if held else "no block"
             raise GGUFError(f"{path}: {arch}.block_count is {blocks}, but the file's tensors hold {got}")
         largest = max(max(t.shape, default=0) for t in tensors.values())
-        for key, size in (
-            ("feed_forward_length", self.count("feed_forward_length")),
-            ("attention width", attention_width),
-        ):
+        for key, size in (("feed_forward_length", feed_forward), ("attention width", attention_width)):
             if size > largest:
                 raise GGUFError(f"{path}: {arch} {key} {size} is larger than any tensor's dimension ({largest})")
 
@@ -166,7 +161,8 @@ class Metadata:
             raise GGUFError(
                 f"{self.f.path}: {self.arch}.attention.head_count {heads} is not whole groups of its {kv_heads} kv heads"
             )
-        self._check_sizes(hidden, heads * head_dim)
+        blocks, feed_forward = self.count("block_count"), self.count("feed_forward_length")
+        self._check_sizes(hidden, blocks, feed_forward, heads * head_dim)
         rope_dims = self.get("rope.dimension_count", head_dim)
         if rope_dims != head_dim and not (partial_rotary and isinstance(rope_dims, int) and 0 < rope_dims < head_dim):
             raise GGUFError(
@@ -175,8 +171,8 @@ class Metadata:
             )
         args = {
             "hidden_size": hidden,
-            "num_hidden_layers": self.count("block_count"),
-            "intermediate_size": self.count("feed_forward_length"),
+            "num_hidden_layers": blocks,
+            "intermediate_size": feed_forward,
             "num_attention_heads": heads,
             "num_key_value_heads": kv_heads,
             "head_dim": head_dim,
