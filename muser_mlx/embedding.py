@@ -150,7 +150,7 @@ class Embedding(LookupOptions, TableModule):
     @classmethod
     def from_table(cls, table: Table, dtype: mx.Dtype = mx.float32, **kwargs) -> Embedding:
         """An embedding holding ``table``'s bytes (not copied)."""
-        return cls(table.vocab, table.dims, table.qtype, dtype, **kwargs)._from_table(table)
+        return cls._around(table, table.vocab, table.dims, table.qtype, dtype, **kwargs)
 
     @classmethod
     def from_gguf(

@@ -146,7 +146,7 @@ class Linear(TableModule):
         """A projection holding ``table``'s bytes (not copied): ``table.vocab`` outputs of
         ``table.dims`` inputs, and ``bias`` if given (real floats ``[table.vocab]``, else
         ``ValueError``)."""
-        module = cls(table.dims, table.vocab, bias is not None, table.qtype, **kwargs)._from_table(table)
+        module = cls._around(table, table.dims, table.vocab, bias is not None, table.qtype, **kwargs)
         if bias is not None:
             bias = mx.array(bias)
             if bias.shape != (table.vocab,) or not mx.issubdtype(bias.dtype, mx.floating):

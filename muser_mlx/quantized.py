@@ -3,6 +3,7 @@ of :class:`~muser_mlx.Embedding` and :class:`~muser_mlx.Linear`."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from fractions import Fraction
 
 import mlx.core as mx
@@ -14,6 +15,11 @@ from .gguf import MLX_MAX_DIM
 from .gguf_values import is_integer
 from .memory import check_fits
 from .table import Table
+
+# Set while from_table builds a module around bytes already read: its zero table is replaced before
+# anything can read it, so it takes no memory, and the bytes it will hold took theirs already
+# (checked against what was left, they would be counted twice).
+_AROUND_BYTES: ContextVar[bool] = ContextVar("around_bytes", default=False)
 
 
 class TableModule(nn.Module):
@@ -42,7 +48,8 @@ class TableModule(nn.Module):
             raise ValueError(f"{name} of {rows} rows of {row_bytes} bytes: MLX's dimensions stop at 2**31 - 1")
         # A zero table of the right byte shape, lazy: never allocated unless read before a load, and
         # then it must fit (MLX dies on an allocation the host cannot make).
-        check_fits(rows * row_bytes, f"{name}'s table of {rows} rows of {row_bytes} bytes", MemoryError)
+        if not _AROUND_BYTES.get():
+            check_fits(rows * row_bytes, f"{name}'s table of {rows} rows of {row_bytes} bytes", MemoryError)
         self._format, self._backend = fmt, backend
         self._source = "memory"
         self.weight = mx.zeros((rows, row_bytes), mx.uint8)
@@ -132,6 +139,16 @@ class TableModule(nn.Module):
         """``backends.select(backend)`` for this format on the default device, per call: a test
         of the device and a cache hit (``backends.chosen``)."""
         return backends.chosen(backend, self._format.name, backends.on_gpu())
+
+    @classmethod
+    def _around(cls, table: Table, *args, **kwargs) -> TableModule:
+        """``cls(*args, **kwargs)`` holding ``table``'s bytes, its zero table not checked against memory."""
+        token = _AROUND_BYTES.set(True)
+        try:
+            module = cls(*args, **kwargs)
+        finally:
+            _AROUND_BYTES.reset(token)
+        return module._from_table(table)
 
     def _from_table(self, table: Table) -> TableModule:
         if table.format is not self._format:

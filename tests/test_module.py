@@ -185,6 +185,18 @@ def test_constructor_sizes_are_checked(make, error, message, monkeypatch):
         make()
 
 
+@pytest.mark.parametrize("cls", [Embedding, Linear])
+def test_a_module_around_bytes_already_read_takes_no_room_of_its_own(cls, monkeypatch):
+    # The bytes are in memory, so less is left than they take: the module built around them is no
+    # new allocation (its zero table is replaced unread), where one built empty would be.
+    table = Table.from_bytes(np.zeros((64, 34), np.uint8), "Q8_0", 32)
+    monkeypatch.setattr(memory, "available_memory", lambda: table.data.nbytes - 1)
+    module = cls.from_table(table)
+    assert module.weight is table.data
+    with pytest.raises(MemoryError, match="more than the host's available memory"):
+        cls(64, 32, qtype="Q8_0") if cls is Embedding else cls(32, 64, qtype="Q8_0")
+
+
 def test_from_bytes_rejects_wrong_shapes():
     with pytest.raises(ValueError, match=r"uint8 \[vocab >= 1, 144\]"):
         Table.from_bytes(np.zeros((3, 100), np.uint8), "Q4_K", 256)
