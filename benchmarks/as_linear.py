@@ -78,7 +78,10 @@ def main() -> None:
     heads_by_name = {"as_linear": (lambda x: as_linear(table, x), {})}
     if gpu:
         heads_by_name["streamed"] = (heads_by_name["as_linear"][0], {"MATVEC_MAX_ROWS": 256, "MMA_MAX_ROWS": 256})
-    heads_by_name |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m << 20}) for m in TILES}
+    heads_by_name |= {
+        f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m << 20, "TILE_DEVICE_SHARE": 0})
+        for m in TILES
+    }
     if heads is not None:
         heads_by_name |= {"mlx q4": (heads[0].as_linear, {}), "mlx f16": (heads[1].as_linear, {})}
 

@@ -68,8 +68,14 @@ def contenders(qtype: str, vocab: int, dims: int, tiles: list[int], baselines: b
         "x_steps": (lambda x: head.x_steps(x, tuning.tile_mma_xrows(x.shape[0], True)), {}),
         "mma": (lambda x: head.mma(table, x, backend), {}),
     }
-    calls |= {f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB}) for m in tiles}
-    calls |= {f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB}) for m in tiles}
+    calls |= {
+        f"tiled@{m}": (lambda x: head.tiled(table, x, backend), {"TILE_BYTES": m * MIB, "TILE_DEVICE_SHARE": 0})
+        for m in tiles
+    }
+    calls |= {
+        f"dequantize@{m}": (lambda x: dequantize(table, x), {"TILE_BYTES": m * MIB, "TILE_DEVICE_SHARE": 0})
+        for m in tiles
+    }
     if baselines:
         dense = backends.bind(table, mx.float16, backend)(mx.arange(vocab))  # the same values in float16
         q4 = mlx_q4_linear(dims, vocab)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import mlx.core as mx
 
@@ -36,13 +37,25 @@ def available_memory() -> int | None:
         return None
 
 
-def device_limits() -> dict[str, int]:
-    """The limits in :data:`DEVICE_LIMITS` that MLX's default device reports (none on the CPU)."""
-    info_fn = getattr(mx, "device_info", None) or mx.metal.device_info
+def device_info() -> dict:
+    """MLX's default device's info (MLX's ``device_info``), empty where it raises."""
     try:
-        info = info_fn()
+        return (getattr(mx, "device_info", None) or mx.metal.device_info)()
     except RuntimeError:
         return {}
+
+
+@cache
+def device_memory() -> int:
+    """Bytes of memory MLX's default device reports having in all (its info's ``total_memory`` or
+    ``memory_size``), 0 where it reports none (the CPU)."""
+    info = device_info()
+    return next((int(info[k]) for k in ("total_memory", "memory_size") if isinstance(info.get(k), int)), 0)
+
+
+def device_limits() -> dict[str, int]:
+    """The limits in :data:`DEVICE_LIMITS` that MLX's default device reports (none on the CPU)."""
+    info = device_info()
     return {key: int(info[key]) for key in DEVICE_LIMITS if isinstance(info.get(key), int)}
 
 

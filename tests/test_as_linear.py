@@ -608,7 +608,7 @@ def test_lazy_and_never_a_full_float_table():
     table = Table.from_bytes(random_table_bytes(rng, "Q4_K", 16384, 1024), "Q4_K", 1024)
     x = mx.array(rng.standard_normal((2, 1024)).astype(np.float32))
     mx.eval(table.data, x)
-    with tuning.fixed(TILE_BYTES=1024 * 1024 * 4):
+    with tuning.fixed(TILE_BYTES=1024 * 1024 * 4, TILE_DEVICE_SHARE=0):
         as_linear(table, x)  # on CUDA the first call makes the table resident: one pass, once per table
         for logits in (lambda x: as_linear(table, x), mx.compile(lambda x: as_linear(table, x))):
             mx.reset_peak_memory()
@@ -643,7 +643,9 @@ def test_gpu_streamed_and_tiled(rows, dtype):
         with tuning.fixed(MATVEC_MAX_ROWS=128):  # streamed at every row count here
             assert_close(head.logits(table, x, _GPU_BACKEND), x, W)
         assert_close(head.tiled(table, x, _GPU_BACKEND), x, W)
-        with tuning.fixed(TILE_BYTES=1024 * 768 * x.dtype.size):  # 5,000 rows in tiles of 1,024: the last short
+        with tuning.fixed(
+            TILE_BYTES=1024 * 768 * x.dtype.size, TILE_DEVICE_SHARE=0
+        ):  # 5,000 rows in tiles of 1,024: the last short
             assert_close(head.tiled(table, x, _GPU_BACKEND), x, W)
         assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
         assert_close(mx.compile(lambda x: as_linear(table, x, backend=_GPU_BACKEND))(x), x, W)

@@ -179,6 +179,13 @@ def test_tuning_fixed_sets_and_restores():
             assert (tuning.tile_rows(64, mx.float16), tuning.matvec_layout(1, 64, 3)[2]) == (3, 8)
             raise RuntimeError
     assert tuning.tile_rows(64, mx.float16) % tuning.TILE_ALIGN == 0
+    # a share of the device's memory where that is more than TILE_BYTES, else TILE_BYTES; 0: no share
+    with tuning.fixed(TILE_BYTES=4 * 64 * 2, TILE_ALIGN=1, TILE_DEVICE_SHARE=16):
+        assert tuning.tile_rows(64, mx.float16, 16 * 10 * 64 * 2) == 10
+        assert tuning.tile_rows(64, mx.float16, 16 * 3 * 64 * 2) == 4
+        assert tuning.tile_rows(64, mx.float16) == 4
+    with tuning.fixed(TILE_BYTES=4 * 64 * 2, TILE_ALIGN=1, TILE_DEVICE_SHARE=0):
+        assert tuning.tile_rows(64, mx.float16, 1 << 40) == 4
     assert tuning.TILE_BYTES == before and tuning.MATVEC_VALUES == 16
     with pytest.raises(ValueError, match="no constant TILE_ROW;"):
         with tuning.fixed(TILE_ROW=3):

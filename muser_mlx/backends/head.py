@@ -15,7 +15,7 @@ that chooses among them for a row count and dtype (:func:`choose`).
   Accelerate's, ``tuning.CPU_MATVEC_MAX_ROWS``): kernels/matvec.h in the CPU extension.
 - ``tiled`` (long x on the GPU or macOS's CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
-  time, and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
+  time (on CUDA up to a share of the device's memory, ``tuning.TILE_DEVICE_SHARE``), and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 - ``float_matmul`` (a float table whose values are x's dtype: where ``tiled`` would run, and on
   CUDA for 16-bit x at any row count): MLX's matmul on the table's bytes viewed as its values; no
   copy at all.
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
+from ..memory import device_memory
 from . import BACKENDS, KERNEL_BACKENDS, bind, tuning
 from .gather import table_words
 from .source import Launch
@@ -128,7 +129,7 @@ def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.arr
     what each step returned. Each tile's ids depend on the step before, so MLX evaluates the tiles
     one after the other and frees each before the next (left alone it interleaves them): at most
     one tile of floats is alive, no float copy of the table."""
-    tile_rows = tuning.tile_rows(table.dims, dtype)
+    tile_rows = tuning.tile_rows(table.dims, dtype, device_memory() if backend == "cuda" else 0)
     gather = bind(table, dtype, backend, prepared=True)
     out: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):

@@ -33,12 +33,15 @@ COMPILED_IDS = 64
 # x; a quantized table on matrix units from MMA_MIN_ROWS (by x's dtype: float32 x costs three
 # multiplies) to MMA_MAX_ROWS; byte dot products up to BYTEDOT_MAX_ROWS; else the tiled matmul
 # ("Tiled prefill"): as many vocab rows at a time as TILE_BYTES of floats in x's dtype hold
-# (tile_rows), the floats alive at once.
+# (tile_rows), the floats alive at once; on CUDA as many as 1 / TILE_DEVICE_SHARE of the device's
+# memory holds where that is more (0: never), so that a large head on a large GPU is one tile, no
+# concatenation of the tiles' logits ("One tile on a large GPU": 4-6% faster at 1,024-4,096 rows).
 MATVEC_MAX_ROWS = 16
 MMA_MIN_ROWS = {mx.float16: 2, mx.bfloat16: 2, mx.float32: 4}
 MMA_MAX_ROWS = 32
 BYTEDOT_MAX_ROWS = 1
 TILE_BYTES = 1 << 30
+TILE_DEVICE_SHARE = 16
 TILE_ALIGN = 256  # rows: cuBLAS runs an output of a width off a multiple of 8 at a fraction of the rate
 # A float table whose values are x's dtype ("Float tables"): MLX's matmul on its bytes from
 # FLOAT_MATMUL_MIN_ROWS rows of 16-bit x on CUDA (measured as fast as the matvec at one row, 4-9x
@@ -84,7 +87,7 @@ MATVEC_MIN_WARPS = 2048
 BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
-BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "Q3_K": 4}
+BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "IQ2_S": 1, "Q3_K": 4}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
 # float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
 # formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
@@ -195,10 +198,12 @@ def fixed(**constants) -> Iterator[None]:
             clear()
 
 
-def tile_rows(dims: int, dtype: mx.Dtype) -> int:
+def tile_rows(dims: int, dtype: mx.Dtype, device_memory: int = 0) -> int:
     """Vocab rows of ``dims`` values per tile of the tiled head and of the gradient: TILE_BYTES
-    of ``dtype``, rounded down to whole TILE_ALIGN rows (at least TILE_ALIGN)."""
-    return max(1, TILE_BYTES // (dims * dtype.size) // TILE_ALIGN) * TILE_ALIGN
+    of ``dtype``, or 1 / TILE_DEVICE_SHARE of ``device_memory`` (bytes; 0 where the backend takes
+    no share) where that is more, rounded down to whole TILE_ALIGN rows (at least TILE_ALIGN)."""
+    tile_bytes = max(TILE_BYTES, device_memory // TILE_DEVICE_SHARE if TILE_DEVICE_SHARE else 0)
+    return max(1, tile_bytes // (dims * dtype.size) // TILE_ALIGN) * TILE_ALIGN
 
 
 def head_threadgroup(qtype: str) -> int:
