@@ -15,7 +15,8 @@ that chooses among them for a row count and dtype (:func:`choose`).
   Accelerate's, ``tuning.CPU_MATVEC_MAX_ROWS``): kernels/matvec.h in the CPU extension.
 - ``tiled`` (long x on the GPU or macOS's CPU: prefill; every x on the ``ops`` backend): vocab rows
   are dequantized by the backend's gather into x's dtype, ``tuning.TILE_BYTES`` of them at a
-  time (on CUDA up to a share of the device's memory, ``tuning.TILE_DEVICE_SHARE``), and multiplied with MLX's matmul; at most one tile of floats is alive at a time.
+  time (on CUDA up to a share of the device's memory, ``tuning.TILE_DEVICE_SHARE``), and
+  multiplied with MLX's matmul; at most one tile of floats is alive at a time.
 - ``float_matmul`` (a float table whose values are x's dtype: where ``tiled`` would run, and on
   CUDA for 16-bit x at any row count): MLX's matmul on the table's bytes viewed as its values; no
   copy at all.
