@@ -148,11 +148,8 @@ class TableModule(nn.Module):
             module = cls(*args, **kwargs)
         finally:
             _AROUND_BYTES.reset(token)
-        return module._from_table(table)
-
-    def _from_table(self, table: Table) -> TableModule:
-        if table.format is not self._format:
-            raise ValueError(f"{self!r} holds {self.qtype} bytes; the table is {table.qtype}")
-        self.weight = table.data
-        self._source = table.source
-        return self
+        if table.format is not module._format:
+            raise ValueError(f"{module!r} holds {module.qtype} bytes; the table is {table.qtype}")
+        module.weight = table.data
+        module._source = table.source
+        return module

@@ -643,9 +643,8 @@ def test_gpu_streamed_and_tiled(rows, dtype):
         with tuning.fixed(MATVEC_MAX_ROWS=128):  # streamed at every row count here
             assert_close(head.logits(table, x, _GPU_BACKEND), x, W)
         assert_close(head.tiled(table, x, _GPU_BACKEND), x, W)
-        with tuning.fixed(
-            TILE_BYTES=1024 * 768 * x.dtype.size, TILE_DEVICE_SHARE=0
-        ):  # 5,000 rows in tiles of 1,024: the last short
+        # 5,000 rows in tiles of 1,024: the last short
+        with tuning.fixed(TILE_BYTES=1024 * 768 * x.dtype.size, TILE_DEVICE_SHARE=0):
             assert_close(head.tiled(table, x, _GPU_BACKEND), x, W)
         assert_close(as_linear(table, x, backend=_GPU_BACKEND), x, W)
         assert_close(mx.compile(lambda x: as_linear(table, x, backend=_GPU_BACKEND))(x), x, W)
