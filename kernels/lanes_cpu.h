@@ -82,6 +82,7 @@ inline void muser_ldmatrix4(const H* p, uint32_t* r) {
 inline uint32_t muser_shared_offset(const void* p) {
   return uint32_t(static_cast<const uint8_t*>(p) - muser_cpu::lane.group->shared());
 }
+inline uint32_t muser_warp_uniform(uint32_t v) { return v; }  // every lane holds v already
 inline void muser_wgmma_fence() {}
 inline void muser_wgmma_commit() {}
 inline void muser_wgmma_wait(float*, int) {}

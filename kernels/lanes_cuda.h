@@ -206,6 +206,10 @@ MUSER_FN void muser_ldmatrix4(const H* p, uint32_t* r) {
 // below): shared memory the threads wrote (cp.async included) would need a proxy fence
 // (fence.proxy.async) before the matrix unit reads it.
 MUSER_FN uint32_t muser_shared_offset(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+// v, which every lane of the warp holds, read from lane 0: ptxas then keeps it, and what is
+// worked out from it, in uniform registers (wgmma's descriptors: two uniform moves a multiply,
+// where a value of each lane's own took four instructions, two of them moves to uniform registers).
+MUSER_FN uint32_t muser_warp_uniform(uint32_t v) { return __shfl_sync(0xFFFFFFFFu, v, 0); }
 MUSER_FN void muser_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 MUSER_FN void muser_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 // Waits for every multiply this warpgroup committed; d's registers are ordered after it.

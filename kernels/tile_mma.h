@@ -43,8 +43,9 @@
 // slower for the others and at XROWS 128, faster for most at 512 threads).
 // Needs from lanes_<dialect>.h: muser_dynamic_shared, muser_copy16_async, muser_copy_commit,
 // muser_copy_wait, muser_group_barrier, muser_ldmatrix4, muser_store4, muser_mma,
-// muser_half_products, and for WARPGROUP muser_shared_offset, muser_wgmma64, muser_wgmma_fence,
-// muser_wgmma_commit, muser_wgmma_wait, muser_bulk_barrier_init, muser_bulk_copy, muser_bulk_wait;
+// muser_half_products, and for WARPGROUP muser_shared_offset, muser_warp_uniform, muser_wgmma64,
+// muser_wgmma_fence, muser_wgmma_commit, muser_wgmma_wait, muser_bulk_barrier_init, muser_bulk_copy,
+// muser_bulk_wait;
 // from the prelude: muser_load_words, muser_load_words_at2.
 #pragma once
 #include "formats.h"
@@ -220,6 +221,8 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
   // holding 16 table rows.
   const uint32_t wr = WARPGROUP ? warp % 8 * 16 : warp % 4 * 32;
   const uint32_t wm = (WARPGROUP ? warp / 8 : warp / 4) * WARP_COLS;
+  // wgmma's address / 16 of the warp's first x row in stage 0, one value for the warp's lanes
+  const uint32_t wb16 = WARPGROUP ? muser_warp_uniform(b16 + wm * tile_k * sizeof(H) / 16) : 0;
   float acc[ACC];
   for (int i = 0; i < ACC; ++i) {
     acc[i] = 0.0f;
@@ -237,7 +240,7 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
         }
       }
       muser_wgmma_fence();
-      const uint32_t stage16 = b16 + s % XSTAGES * (B_VALUES * sizeof(H) / 16);
+      const uint32_t stage16 = wb16 + s % XSTAGES * (B_VALUES * sizeof(H) / 16);
 #pragma unroll
       for (int t = 0; t < SUBS; ++t) {
 #pragma unroll
@@ -245,7 +248,7 @@ MUSER_FN void tile_mma(TableP table, XP x, XP x_steps, uint32_t n, OutP out, uin
 #pragma unroll
           // value 16 h of tile t's x row wm + 64 q: unswizzled, as wgmma addresses
           for (int q = 0; q < WARP_COLS / 64; ++q) {
-            muser_wgmma64(af[t][h], stage16 + ((t * XROWS + wm + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16,
+            muser_wgmma64(af[t][h], stage16 + ((t * XROWS + 64 * q) * tile_k + 16 * h) * sizeof(H) / 16,
                           acc + 32 * q, x);
           }
         }
