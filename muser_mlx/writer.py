@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import reprlib
 from pathlib import Path
 
 import gguf
@@ -14,17 +15,19 @@ _ADDERS = {bool: "add_bool", int: "add_int64", float: "add_float32", str: "add_s
 # Keys the writer sets itself: the architecture from its argument, the alignment its layout keeps.
 _WRITER_KEYS = ("general.architecture", "general.alignment")
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+_SHOWN = reprlib.Repr()  # a bad key, name or value as a message shows it: its ends, not all of it
+_SHOWN.maxstring = _SHOWN.maxother = 60
 
 
 def _check_text(what: str, text) -> None:
     """A key, tensor name, architecture or string value: a ``str`` that UTF-8 can hold, else
     ``TypeError`` / ``ValueError`` naming ``what`` (gguf-py's own errors named nothing)."""
     if not isinstance(text, str):
-        raise TypeError(f"{what} must be a str, got {type(text).__name__} {text!r}")
+        raise TypeError(f"{what} must be a str, got {type(text).__name__} {_SHOWN.repr(text)}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"{what} {text!r} is not valid as UTF-8 ({e.reason})") from None
+        raise ValueError(f"{what} {_SHOWN.repr(text)} is not valid as UTF-8 ({e.reason})") from None
 
 
 def _adder(key: str, value) -> str:
@@ -33,16 +36,18 @@ def _adder(key: str, value) -> str:
     cannot hold, before anything is written."""
     _check_text("a metadata key", key)
     if key in _WRITER_KEYS:
-        raise ValueError(f"metadata {key!r} is set by save_gguf itself (the architecture by its argument)")
+        raise ValueError(f"metadata {_SHOWN.repr(key)} is set by save_gguf itself (the architecture by its argument)")
     kind = type(value)
     if kind not in _ADDERS:
-        raise TypeError(f"metadata {key!r}: {kind.__name__} values are not supported (bool, int, float, str)")
+        raise TypeError(
+            f"metadata {_SHOWN.repr(key)}: {kind.__name__} values are not supported (bool, int, float, str)"
+        )
     if kind is int and not -(2**63) <= value < 2**63:
-        raise ValueError(f"metadata {key!r}: {value} does not fit a 64-bit integer")
+        raise ValueError(f"metadata {_SHOWN.repr(key)}: {value} does not fit a 64-bit integer")
     if kind is float and abs(value) > _FLOAT32_MAX and abs(value) != float("inf"):
-        raise ValueError(f"metadata {key!r}: {value} is beyond float32's range")
+        raise ValueError(f"metadata {_SHOWN.repr(key)}: {value} is beyond float32's range")
     if kind is str:
-        _check_text(f"metadata {key!r}:", value)
+        _check_text(f"metadata {_SHOWN.repr(key)}:", value)
     return "add_uint32" if kind is int and 0 <= value < 2**32 else _ADDERS[kind]
 
 
@@ -65,7 +70,7 @@ def save_gguf(
     for name, table in tables.items():
         _check_text("a tensor name", name)
         if not isinstance(table, Table):
-            raise TypeError(f"tensor {name!r} must be a muser_mlx.Table, got {type(table).__name__}")
+            raise TypeError(f"tensor {_SHOWN.repr(name)} must be a muser_mlx.Table, got {type(table).__name__}")
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")  # made as the file is, by the umask
     writer = gguf.GGUFWriter(partial, architecture)
     try:

@@ -83,6 +83,20 @@ def test_save_gguf_checks_names_and_the_architecture(tmp_path, tables, architect
     assert list(tmp_path.iterdir()) == []
 
 
+def test_save_gguf_messages_show_a_long_bad_value_shortened(tmp_path, q4k_table):
+    """A bad string or value of a megabyte is named by its ends in the message, not whole."""
+    table, _ = q4k_table
+    long = "a" * 2**20
+    for metadata, error in (({long + "\ud800": 1}, ValueError), ({"x": long + "\ud800"}, ValueError)):
+        with pytest.raises(error, match=r"'aaa.*\.\.\..*800'") as caught:
+            save_gguf(tmp_path / "s.gguf", {"token_embd.weight": table}, metadata)
+        assert len(str(caught.value)) < 200
+    with pytest.raises(TypeError, match="must be a str, got bytes") as caught:
+        save_gguf(tmp_path / "s.gguf", {long.encode(): table})
+    assert len(str(caught.value)) < 200
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_save_gguf_leaves_no_partial_file_when_the_write_fails(tmp_path, q4k_table, monkeypatch):
     """A failure while the tensors are written (a full disk, say): the file at the path is the one
     before, whole, and the partial file beside it is gone."""
