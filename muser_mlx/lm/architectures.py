@@ -32,6 +32,8 @@ BLOCK_TENSORS = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+# A block's tensor: blk.<block>.<kind>.weight or .bias (the loader places it by kind; blocks count them)
+BLOCK_TENSOR = re.compile(r"blk\.([0-9]+)\.(\w+)\.(weight|bias)")
 MODEL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 
 
@@ -134,7 +136,7 @@ class Metadata:
                 f"{path}: {arch}.embedding_length {hidden} is not token_embd.weight's width "
                 f"{tensors['token_embd.weight'].shape[0]}"
             )
-        held = {int(m.group(1)) for name in tensors if (m := re.match(r"blk\.([0-9]+)\.", name))}
+        held = {int(m.group(1)) for name in tensors if (m := BLOCK_TENSOR.fullmatch(name))}
         # all() stops at the first missing block; a block past the count is a tensor with no place (loader)
         if not all(i in held for i in range(blocks)):
             got = f"blocks {min(held)} to {max(held)}, {len(held)} of them" if held else "no block"

@@ -4,7 +4,6 @@ bytes, and its tokenizer."""
 from __future__ import annotations
 
 import importlib
-import re
 from pathlib import Path
 
 import mlx.core as mx
@@ -18,11 +17,9 @@ from ..errors import GGUFError
 from ..gguf import open_gguf
 from ..linear import Linear
 from ..sharding import member_parts, shard
-from .architectures import MODEL_TENSORS, Architecture, Metadata, architecture, unpermute_rows
+from .architectures import BLOCK_TENSOR, MODEL_TENSORS, Architecture, Metadata, architecture, unpermute_rows
 from .tokenizer import Vocab, tokenizer_wrapper
 from .vectors import decoded
-
-_BLOCK = re.compile(r"blk\.(\d+)\.(\w+)\.(weight|bias)")
 
 
 def load(
@@ -99,7 +96,7 @@ def _places(f, arch: Architecture, model_type: str):
     for name, info in f.tensors.items():
         if name in arch.rope_tensors:  # no parameter: the rope's (ropes.py)
             continue
-        block = _BLOCK.fullmatch(name)
+        block = BLOCK_TENSOR.fullmatch(name)
         if block:
             layer, kind, what = block.groups()
             module = names.get(kind)
