@@ -500,7 +500,8 @@ def set_key(w, key: str, value) -> None:
             r"gemma2 with rope scaling is not supported \(mlx-lm's gemma2 has none\)",
         ),
         ("gemma2", "gemma2.rope.freq_base_swa", 1e4, r"gemma2.rope.freq_base_swa 10000.0 is not supported"),
-        ("gemma2", "gemma2.final_logit_softcapping", 0.0, r"gemma2.final_logit_softcapping is 0.0; a positive number"),
+        ("gemma2", "gemma2.final_logit_softcapping", 0.0, r"final_logit_softcapping is 0.0; a finite positive number"),
+        ("gemma2", "gemma2.attn_logit_softcapping", float("inf"), r"attn_logit_softcapping is inf; a finite positive"),
         ("granite", "granite.logit_scale", None, r"metadata granite.logit_scale is missing"),
         ("granite", "granite.residual_scale", float("inf"), r"granite's residual_multiplier is inf; a finite non-zero"),
         (

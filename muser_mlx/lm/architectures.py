@@ -324,8 +324,8 @@ def _gemma2(m: Metadata) -> dict:
     m.one_rope_base(args)
     for key, default in GEMMA2_SOFTCAPS.items():
         args[key] = m.get(key, default)
-        if not is_number(args[key]) or not args[key] > 0:
-            raise GGUFError(f"{m.f.path}: gemma2.{key} is {args[key]!r}; a positive number is needed")
+        if not is_number(args[key]) or not 0 < args[key] < math.inf:  # inf: tanh(x / inf) * inf, NaN logits
+            raise GGUFError(f"{m.f.path}: gemma2.{key} is {args[key]!r}; a finite positive number is needed")
     return args
 
 
