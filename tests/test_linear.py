@@ -69,9 +69,9 @@ def test_built_empty_then_filled_and_the_bias():
 @pytest.mark.parametrize(
     "bias, got",
     [
-        (mx.zeros((3, 8)), r"float32 \[3, 8\]"),  # taken before: logits [3, 8] from one row of x
-        (mx.zeros((5,)), r"float32 \[5\]"),  # a broadcast error at the first call before
-        (mx.zeros((8,), mx.complex64), r"complex64 \[8\]"),  # complex logits before
+        (mx.zeros((3, 8)), r"float32 \[3, 8\]"),  # unchecked: logits [3, 8] from one row of x
+        (mx.zeros((5,)), r"float32 \[5\]"),  # unchecked: a broadcast error at the first call
+        (mx.zeros((8,), mx.complex64), r"complex64 \[8\]"),  # unchecked: complex logits
     ],
 )
 def test_from_table_checks_the_bias(bias, got):

@@ -171,8 +171,9 @@ def test_functional_form_and_backend_choice(q4k_table):
 @pytest.mark.parametrize(
     "make, error, message",
     [
-        (lambda: Embedding(10.5, 32, "Q8_0"), ValueError, "both integers, got rows=10.5"),  # std::bad_cast before
-        (lambda: Embedding(10, True, "F32"), ValueError, "dims=True"),  # taken as dims 1 before
+        # unchecked: MLX's std::bad_cast
+        (lambda: Embedding(10.5, 32, "Q8_0"), ValueError, "both integers, got rows=10.5"),
+        (lambda: Embedding(10, True, "F32"), ValueError, "dims=True"),  # unchecked: a table of dims 1
         (lambda: Embedding(2**31, 32, "Q8_0"), ValueError, r"dimensions stop at 2\*\*31 - 1"),
         # a zero table past the host's memory: read before a load, MLX died with SIGSEGV
         (lambda: Embedding(2**28, 1024, "Q8_0"), MemoryError, "more than the host's available memory"),

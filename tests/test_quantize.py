@@ -145,9 +145,9 @@ def test_all_zero_row_round_trips_to_zero():
         (np.zeros((2, 48), np.float32), "Q8_0", "cols \\(48\\) must be a positive multiple of 32 for Q8_0"),
         (np.zeros((2, 0), np.float32), "Q8_0", "cols \\(0\\) must be a positive multiple"),
         (np.zeros((1, 32), np.complex64), "Q8_0", "real numbers, got dtype complex64"),
-        ([["a"] * 32], "Q8_0", "real numbers, got dtype <U1"),  # a list: NumPy's "could not convert" before
+        ([["a"] * 32], "Q8_0", "real numbers, got dtype <U1"),  # a list, unchecked: NumPy's "could not convert"
         (np.full((1, 32), 1e300), "Q8_0", "value beyond float32's range in row 0"),
-        ([[1e300] * 32], "Q8_0", "value beyond float32's range in row 0"),  # a list: "non-finite" before
+        ([[1e300] * 32], "Q8_0", "value beyond float32's range in row 0"),  # a list, unchecked: "non-finite"
         # finite, but past what the format's float16 scales (or values) hold
         (np.full((2, 32), 1e7, np.float32), "Q8_0", "values too large for Q8_0: 2 blocks in 2 rows"),
         (
