@@ -281,13 +281,13 @@ def table_tensor(f: GGUFFile, name: str = "token_embd.weight") -> tuple[TensorIn
     if name not in f.tensors:
         raise GGUFError(f"{where} is not in the file; embedding-like tensors: {', '.join(embedding_like(f)) or 'none'}")
     t = matrix_tensor(f, name, "an embedding table is [dims, vocab]")
-    problem = _width_problem(f, t)
+    problem = width_problem(f, t)
     if problem:
         raise GGUFError(f"{where} {problem}")
     return t, FORMATS[t.qtype]
 
 
-def _width_problem(f: GGUFFile, t: TensorInfo) -> str | None:
+def width_problem(f: GGUFFile, t: TensorInfo) -> str | None:
     """For the token embedding and the LM head, why their dims are not ``<arch>.embedding_length``
     where that is set (None where they are, and for every other tensor)."""
     arch = f.architecture
@@ -321,5 +321,5 @@ def gatherable_tensors(source: str | Path | GGUFFile) -> list[Gatherable]:
         return [
             Gatherable(t.name, t.qtype, *t.shape, t.nbytes)
             for t in f.tensors.values()
-            if _table_problem(t) is None and _width_problem(f, t) is None
+            if _table_problem(t) is None and width_problem(f, t) is None
         ]

@@ -524,7 +524,12 @@ def set_key(w, key: str, value) -> None:
         ("qwen3", "qwen3.block_count", 100000, r"block_count is 100000, but the file's tensors hold blocks 0 to 1, 2"),
         ("qwen3", "qwen3.feed_forward_length", 2**30, r"feed_forward_length 1073741824 is larger than any tensor's"),
         ("qwen3", "qwen3.attention.head_count_kv", 3, r"head_count 4 is not whole groups of its 3 kv heads"),
-        ("qwen3", "qwen3.embedding_length", 2 * HIDDEN, rf"embedding_length {2 * HIDDEN} is not token_embd.weight's"),
+        (
+            "qwen3",
+            "qwen3.embedding_length",
+            2 * HIDDEN,
+            rf"token_embd.weight' has dims {HIDDEN} but the metadata qwen3.embedding_length is {2 * HIDDEN}",
+        ),
     ],
 )
 def test_what_mlx_lms_model_cannot_hold_is_refused(tmp_path, arch, key, value, message):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GGUFError
+from ..gguf import width_problem
 from ..gguf_values import ArrayInfo, is_integer, is_number
 from .ropes import ROPE_FACTORS_LONG, ROPE_FACTORS_SHORT, ROPE_FREQS, llama_rope, phi3_magnitude, phi3_rope
 
@@ -125,17 +126,15 @@ class Metadata:
                 f"here {args['rope_theta']!r})"
             )
 
-    def _check_sizes(self, hidden: int, blocks: int, feed_forward: int, attention_width: int) -> None:
-        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: ``hidden``
-        the token embedding's width, every one of ``blocks`` held by the file, the feed-forward
+    def _check_sizes(self, blocks: int, feed_forward: int, attention_width: int) -> None:
+        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: the width
+        the token embedding's (gguf.width_problem), every one of ``blocks`` held by the file, the feed-forward
         length and the attention's width no larger than any tensor's dimension (mlx-lm's model,
         built before any weight is read, took a minute and 9 GB at a block_count of 100,000)."""
         path, arch, tensors = self.f.path, self.arch, self.f.tensors
-        if hidden != tensors["token_embd.weight"].shape[0]:
-            raise GGUFError(
-                f"{path}: {arch}.embedding_length {hidden} is not token_embd.weight's width "
-                f"{tensors['token_embd.weight'].shape[0]}"
-            )
+        problem = width_problem(self.f, tensors["token_embd.weight"])
+        if problem:
+            raise GGUFError(f"{path}: tensor 'token_embd.weight' {problem}")
         held = {int(m.group(1)) for name in tensors if (m := BLOCK_TENSOR.fullmatch(name))}
         # all() stops at the first missing block; a block past the count is a tensor with no place (loader)
         if not all(i in held for i in range(blocks)):
@@ -164,7 +163,7 @@ class Metadata:
                 f"{self.f.path}: {self.arch}.attention.head_count {heads} is not whole groups of its {kv_heads} kv heads"
             )
         blocks, feed_forward = self.count("block_count"), self.count("feed_forward_length")
-        self._check_sizes(hidden, blocks, feed_forward, heads * head_dim)
+        self._check_sizes(blocks, feed_forward, heads * head_dim)
         rope_dims = self.get("rope.dimension_count", head_dim)
         if rope_dims != head_dim and not (partial_rotary and isinstance(rope_dims, int) and 0 < rope_dims < head_dim):
             raise GGUFError(
