@@ -127,10 +127,11 @@ class Metadata:
             )
 
     def _check_sizes(self, blocks: int, feed_forward: int, attention_width: int) -> None:
-        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: the width
-        the token embedding's (gguf.width_problem), every one of ``blocks`` held by the file, the feed-forward
-        length and the attention's width no larger than any tensor's dimension (mlx-lm's model,
-        built before any weight is read, took a minute and 9 GB at a block_count of 100,000)."""
+        """``GGUFError`` unless the sizes mlx-lm builds the model with are the file's: the model's
+        width the token embedding's (gguf.width_problem), every one of ``blocks`` held by the file,
+        the feed-forward length and the attention's width no larger than any tensor's dimension
+        (mlx-lm's model, built before any weight is read, took a minute and 9 GB at a block_count
+        of 100,000)."""
         path, arch, tensors = self.f.path, self.arch, self.f.tensors
         problem = width_problem(self.f, tensors["token_embd.weight"])
         if problem:
