@@ -146,6 +146,21 @@ def test_cpu_bytedot_run_levels(qtype, runs):
         assert_close(cpu_bytedot(table, x, warps=3), x, dequantized(data, qtype))
 
 
+@pytest.mark.parametrize("runs", [1, 2, 4])
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ3_S", "IQ1_M", "TQ1_0"])
+def test_cpu_bytedot_lanes_take_several_steps(qtype, runs):
+    """A lane of kernels/bytedot.h over 2-8 steps (4,096 values: 512 RUNS a step), its blocks
+    reached by the byte offset of each step from its first (32-value blocks; 2-byte-aligned blocks
+    of 54 and 110 bytes, whose steps keep their alignment; Q2_K's and Q3_K's run_levels)."""
+    rng = np.random.default_rng(6)
+    data = moderate(random_table_bytes(rng, qtype, 5, 4096), qtype)
+    table = Table.from_bytes(data, qtype, 4096)
+    x = mx.array(rng.standard_normal((2, 4096)).astype(np.float32)).astype(mx.float16)
+    with tuning.fixed(BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
+        assert bytedot_launch(table, x).define("RUNS") == runs
+        assert_close(cpu_bytedot(table, x, warps=2), x, dequantized(data, qtype))
+
+
 def run_maxima(x: np.ndarray) -> np.ndarray:
     """Each value of x [n, dims] replaced by the largest |x| of its run of 16."""
     m = np.abs(x).reshape(x.shape[0], -1, 16).max(axis=-1)
