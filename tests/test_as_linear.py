@@ -859,6 +859,22 @@ def test_gpu_matvec_every_layout(qtype, n, rows):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the byte dot products)")
+@pytest.mark.parametrize("qtype", QUANTIZED)
+def test_gpu_bytedot_lanes_take_several_steps(qtype):
+    """Every quantized format's byte dot products at 6,656 values (Muse Glimmer's dims), at each
+    RUNS: 3-4, 6-7 and 13 steps a lane at RUNS 4, 2 and 1; 1 and 3 rows of x."""
+    rng = np.random.default_rng(11)
+    data = moderate(random_table_bytes(rng, qtype, 37, 6656), qtype)
+    table, W = Table.from_bytes(data, qtype, 6656), dequantized(data, qtype)
+    for runs in (1, 2, 4):
+        with tuning.fixed(BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
+            for n in (1, 3):
+                x = mx.array(rng.standard_normal((n, 6656)).astype(np.float32)).astype(mx.float16)
+                assert_close(head.bytedot(table, x, "cuda"), x, W)
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
 @pytest.mark.parametrize("offset", [1, 2, 8])
 def test_gpu_table_from_a_misaligned_view(offset):
