@@ -51,14 +51,17 @@ struct ByteLanes {
     enum { WORDS = XRunRecord<PLANES>::words, P = F::run_pair, PER = P / x_run_values };
     // runs per decode: all RUNS where the format decodes_runs; two at once where P is 16
     enum { C = F::decodes_runs ? RUNS : RUNS > 1 && P == x_run_values ? 2 : 1 };
-    // A lane's values move by STEP (a whole number of blocks) a step: its first step's value index
-    // i0 and the byte offset of the step's blocks give the decoders a block position that does
-    // not change from step to step, so nvcc computes what follows from it once, not every step.
+    // A lane's values move by STEP (a whole number of blocks) a step. Where the format takes
+    // step_offsets (formats.h), its decoder gets the lane's first value index i0 and the byte
+    // offset of the step's blocks from the first step's, a block position that does not change
+    // from step to step, so nvcc computes what follows from it once, not every step.
     enum { STEP = warp_lanes * x_run_values * RUNS, STEP_BYTES = STEP / F::block_values * F::block_bytes };
     static_assert(STEP % F::block_values == 0, "a step moves by whole blocks");
     const uint32_t i0 = RUNS > 1 ? RUNS * P * (lane / PER) + x_run_values * (lane % PER) : x_run_values * lane;
-    uint32_t i = i0, at = 0;  // the step's first value; the byte offset of its blocks from the first step's
-    for (uint32_t u = lane; u < dims / (x_run_values * RUNS); u += warp_lanes, i += STEP, at += STEP_BYTES) {
+    uint32_t at = 0;
+    for (uint32_t u = lane; u < dims / (x_run_values * RUNS); u += warp_lanes, at += STEP_BYTES) {
+      const uint32_t i = RUNS > 1 ? RUNS * P * (u / PER) + x_run_values * (u % PER) : x_run_values * u;
+      const uint32_t j = F::step_offsets ? i0 : i, offset = F::step_offsets ? at : 0;  // the decoders' i, row
       uint32_t r[ROWS][RUNS][WORDS];  // rows past n repeat row m0: their logits are never stored
       for (int m = 0; m < ROWS; ++m) {
         for (int q = 0; q < RUNS; ++q) {
@@ -76,9 +79,9 @@ struct ByteLanes {
           uint32_t levels[4 * C];
           Affine a[C];
           if (F::decodes_runs) {
-            F::template run_levels<C>(rows[v] + at, i0, levels, a);
-          } else {  // one scale; i0 | P q is i0 + P q (i0 has no bit P): nvcc sees the runs share a block
-            a[0] = F::template level_bytes<x_run_values * C>(rows[v] + at, i0 | (P * q), levels);
+            F::template run_levels<C>(rows[v] + offset, j, levels, a);
+          } else {  // one scale; j | P q is j + P q (j has no bit P): nvcc sees the runs share a block
+            a[0] = F::template level_bytes<x_run_values * C>(rows[v] + offset, j | (P * q), levels);
           }
           for (int m = 0; m < ROWS; ++m) {
             for (int d = 0; d < C; ++d) {

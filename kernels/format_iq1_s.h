@@ -15,6 +15,7 @@ struct Format<ggml::IQ1_S> : ByteLevels<Format<ggml::IQ1_S>> {
   // byte = level + zero = 8 * (grid value + 1) + 1 +- 1: the grid word's nibble shifted, | 2 for +delta
   enum { block_values = 256, block_bytes = 50, affine_values = 32, level_bits = 5, zero = 8 * iq1s_grid_largest + 1 };
   enum { run_pair = 16 };  // values j .. j + 31 share a sub-block's scale and fields: one decode (bytedot.h)
+  enum { step_offsets = 1 };  // its one-row head measured faster with them (formats.h)
   static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq1s_grid); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {

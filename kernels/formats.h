@@ -133,12 +133,17 @@ struct Format;
 // exact in float16) times the level, without offset (Q8_0, Q4_0, Q5_0, IQ4_NL, TQ1_0, TQ2_0,
 // NVFP4): each value is the product of two float16 numbers, which float16 arithmetic rounds once,
 // as the gather's float32 product (exact) rounded to float16 is (kernels/tile_mma.h: decode_h).
+// step_offsets: 1 where a lane of kernels/bytedot.h hands the decoder its first step's value index
+// and each step's byte offset from it rather than the step's value index, so that the index
+// arithmetic is done once for all steps: TQ1_0, IQ1_S, IQ4_XS, whose one-row heads measured faster
+// with it, where the other formats' measured slower ("Step offsets").
 // share_grid(): what a kernel that streams many table rows (matvec.h, mma.h) does first, from
 // every thread of its threadgroup: nothing, but for a grid format whose dialect keeps its grid in
 // shared memory for the kernel (format_iq_grid.h), the copy.
 template <typename F>
 struct ByteLevels {
   enum { run_pair = 32, contiguous_32 = 0, decodes_runs = 0, offsets = 0, word_rows = 1, half_scale = 0 };
+  enum { step_offsets = 0 };
   static MUSER_FN void share_grid() {}
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine levels(P row, uint32_t i, MUSER_LOCAL float* lv) {

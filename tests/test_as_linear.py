@@ -147,7 +147,7 @@ def test_cpu_bytedot_run_levels(qtype, runs):
 
 
 @pytest.mark.parametrize("runs", [1, 2, 4])
-@pytest.mark.parametrize("qtype", ["Q4_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ3_S", "IQ1_M", "TQ1_0"])
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ3_S", "IQ1_S", "IQ4_XS", "TQ1_0"])
 def test_cpu_bytedot_lanes_take_several_steps(qtype, runs):
     """A lane of kernels/bytedot.h over 2-8 steps (4,096 values: 512 RUNS a step), its blocks
     reached by the byte offset of each step from its first (32-value blocks; 2-byte-aligned blocks
