@@ -129,6 +129,19 @@ def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
         assert_close(cpu_bytedot(table, x, warps), x, dequantized(data, table.qtype))
 
 
+def assert_bytedot_at_runs(qtype: str, runs: int, shape: tuple[int, int, int], warps: int, seed: int) -> None:
+    """kernels/bytedot.h, CPU dialect, at RUNS runs a lane: a random moderate table of vocab x dims
+    against rows of float16 x, shape (vocab, dims, rows)."""
+    vocab, dims, rows = shape
+    rng = np.random.default_rng(seed)
+    data = moderate(random_table_bytes(rng, qtype, vocab, dims), qtype)
+    table = Table.from_bytes(data, qtype, dims)
+    x = mx.array(rng.standard_normal((rows, dims)).astype(np.float32)).astype(mx.float16)
+    with tuning.fixed(BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
+        assert bytedot_launch(table, x).define("RUNS") == runs
+        assert_close(cpu_bytedot(table, x, warps=warps), x, dequantized(data, qtype))
+
+
 @pytest.mark.parametrize("runs", [1, 2, 4])
 @pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q3_K", "Q4_0", "IQ2_XXS", "IQ3_S", "Q4_K"])
 def test_cpu_bytedot_run_levels(qtype, runs):
@@ -137,28 +150,16 @@ def test_cpu_bytedot_run_levels(qtype, runs):
     each (Q4_K), and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels,
     format_two_bits.h; Q3_K's hmask too). 40 rows x 768 values: 12 lanes of 64 values, or 6 of
     128 at four runs."""
-    rng = np.random.default_rng(5)
-    data = moderate(random_table_bytes(rng, qtype, 40, 768), qtype)
-    table = Table.from_bytes(data, qtype, 768)
-    x = mx.array(rng.standard_normal((3, 768)).astype(np.float32)).astype(mx.float16)
-    with tuning.fixed(BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
-        assert bytedot_launch(table, x).define("RUNS") == runs
-        assert_close(cpu_bytedot(table, x, warps=3), x, dequantized(data, qtype))
+    assert_bytedot_at_runs(qtype, runs, (40, 768, 3), warps=3, seed=5)
 
 
 @pytest.mark.parametrize("runs", [1, 2, 4])
 @pytest.mark.parametrize("qtype", ["Q4_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ3_S", "IQ1_S", "IQ4_XS", "TQ1_0"])
 def test_cpu_bytedot_lanes_take_several_steps(qtype, runs):
-    """A lane of kernels/bytedot.h over 2-8 steps (4,096 values: 512 RUNS a step), its blocks
-    reached by the byte offset of each step from its first (32-value blocks; 2-byte-aligned blocks
-    of 54 and 110 bytes, whose steps keep their alignment; Q2_K's and Q3_K's run_levels)."""
-    rng = np.random.default_rng(6)
-    data = moderate(random_table_bytes(rng, qtype, 5, 4096), qtype)
-    table = Table.from_bytes(data, qtype, 4096)
-    x = mx.array(rng.standard_normal((2, 4096)).astype(np.float32)).astype(mx.float16)
-    with tuning.fixed(BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
-        assert bytedot_launch(table, x).define("RUNS") == runs
-        assert_close(cpu_bytedot(table, x, warps=2), x, dequantized(data, qtype))
+    """A lane of kernels/bytedot.h over 2-8 steps (4,096 values: 512 RUNS a step): the formats
+    that take step offsets (formats.h: TQ1_0, IQ1_S, IQ4_XS; blocks of 54, 50 and 136 bytes) and
+    others (32-value blocks; Q2_K's and Q3_K's run_levels)."""
+    assert_bytedot_at_runs(qtype, runs, (5, 4096, 2), warps=2, seed=6)
 
 
 def run_maxima(x: np.ndarray) -> np.ndarray:
