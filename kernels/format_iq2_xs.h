@@ -21,7 +21,8 @@ struct Format<ggml::IQ2_XS> : ByteLevels<Format<ggml::IQ2_XS>> {
     bytes_at<(N > 8 ? 4 : 2), 2, UNIFORM>(block + 2 + 2 * (j / 8), qs);
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t q = (qs[0] >> (16 * (group_of<N>(j, c) - j / 8))) & 0xFFFFu, k = in_group<N>(j, c);
-      w[c] = signed_word<N>(MUSER_GRID(iq2xs_grid)[2 * (q & 511u) + k / 4], SignMasks<true>::mask(q >> 9, k / 4), k, zero);
+      const uint32_t minus = SignMasks<true, false, true>::mask(q >> 9, k / 4);  // ksigns' parity by POPC
+      w[c] = signed_word<N>(MUSER_GRID(iq2xs_grid)[2 * (q & 511u) + k / 4], minus, k, zero);
     }
     const uint32_t scale = (uint32_t(block[66 + j / 32]) >> (4 * (j / 16 % 2))) & 15u;
     return Affine{f16_at(block) * level(scale, -0.5f) * 0.25f, 0.0f};

@@ -6,23 +6,29 @@
 namespace muser {
 
 // ksigns_iq2xs (gguf-py's IQ2_XXS.ksigns): a group's 8 sign bits from a 7-bit index, bit 7 the
-// index's parity (an even count of minus signs per group; 0x6996: the parities of 0..15).
+// index's parity (an even count of minus signs per group; 0x6996: the parities of 0..15), or with
+// POPC that parity by a population count (the prelude's muser_parity).
+template <bool POPC = false>
 MUSER_FN uint32_t ksigns(uint32_t index) {
+  if (POPC) return index | muser_parity(index) << 7;
   return index | ((0x6996u >> ((index ^ (index >> 4)) & 15u)) & 1u) << 7;
 }
 
 // Word h of a group's sign masks (byte b: 0xFF where value 4h + b is minus) from its code, the
-// sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index. The multiply puts sign bit b
-// at bit 8b (its copies 0, 7, 14 and 21 bits up do not overlap), * 255 fills the byte.
+// sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index. The multiply copies sign bit b
+// to bits b + 7 + 7k (k < 4): for k = b that is byte b's top bit, and no other copy lands on a top
+// bit or on another copy; muser_sign_bytes fills each byte from its top bit.
 // SHARED: in a dialect's head kernels that keep grids in shared memory, a table of every code's
 // two words there, which the threadgroup fills with its grid (share); for IQ2_XXS alone, where it
 // measured faster in both heads it was timed in ("Grid memory").
-template <bool KSIGNS, bool SHARED = false>
+// POPC: ksigns<true>, fewer instructions (CUDA's POPC) but a slower one on sm_90; for IQ2_XS alone,
+// whose one-row head measured faster with it and IQ3_XXS's slower ("Sign masks").
+template <bool KSIGNS, bool SHARED = false, bool POPC = false>
 struct SignMasks {
   enum { codes = KSIGNS ? 128 : 256 };
   static MUSER_FN uint32_t of(uint32_t code, uint32_t h) {
-    const uint32_t signs = KSIGNS ? ksigns(code) : code;
-    return ((((signs >> (4 * h)) & 15u) * 0x00204081u) & 0x01010101u) * 255u;
+    const uint32_t signs = KSIGNS ? ksigns<POPC>(code) : code;
+    return muser_sign_bytes(((signs >> (4 * h)) & 15u) * 0x10204080u);
   }
   static MUSER_FN uint32_t word(uint32_t i) { return of(i / 2, i % 2); }  // the table's word i
 #ifdef MUSER_SHARED_GRIDS

@@ -37,6 +37,11 @@ inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
 inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
   return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
 }
+inline uint32_t muser_sign_bytes(uint32_t w) { return ((w >> 7) & 0x01010101u) * 255u; }
+inline uint32_t muser_parity(uint32_t w) { return __builtin_popcount(w) & 1u; }
+inline uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {
+  return ((lo >> (8 * k)) & 255u) | ((hi >> (8 * k)) & 255u) << 8;
+}
 
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).
 template <int W>

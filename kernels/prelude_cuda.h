@@ -21,6 +21,21 @@ MUSER_FN uint32_t muser_mantissa_byte(uint32_t w, int k) { return __byte_perm(w,
 // 16-bit lane of even and odd as bytes 0, 2 and 1, 3: one byte permute each.
 MUSER_FN uint32_t muser_odd_bytes(uint32_t w) { return __byte_perm(w, 0u, 0x4341u); }
 MUSER_FN uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) { return __byte_perm(even, odd, 0x7351u); }
+// 0xFF in each byte of w whose top bit is set, 0 in the others: one byte permute in its sign mode
+// (selector nibbles 8 + k: byte k's top bit copied through it), which __byte_perm does not give.
+MUSER_FN uint32_t muser_sign_bytes(uint32_t w) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, 0, 0xBA98;" : "=r"(r) : "r"(w));
+  return r;
+}
+MUSER_FN uint32_t muser_parity(uint32_t w) { return __popc(w) & 1u; }
+// Byte k of lo, with byte k of hi above it (hi's bytes below 128): one byte permute, its top two
+// bytes the top bit of hi's byte k, 0, copied through them in the sign mode.
+MUSER_FN uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(0xCC40u + 0x1111u * k));
+  return r;
+}
 
 // A table row of whole 4-byte words, as its start and a byte offset into it (bytedot.h's and mma.h's rows
 // where a format's blocks are not whole words): where a load lies off a word boundary is then a

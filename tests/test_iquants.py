@@ -99,17 +99,27 @@ def test_grid_words_hold_gguf_pys_values_element_by_element(name):
 _SIGNS_RUN = """
 #include "prelude_cpu.h"
 #include "format_iq_signs.h"
-extern "C" uint32_t ksigns(uint32_t index) { return muser::ksigns(index); }
+extern "C" uint32_t ksigns(int popc, uint32_t index) { return popc ? muser::ksigns<true>(index) : muser::ksigns(index); }
+extern "C" uint32_t sign_masks(int ksigns, int popc, uint32_t code, uint32_t h) {
+  if (!ksigns) return muser::SignMasks<false>::of(code, h);
+  return popc ? muser::SignMasks<true, false, true>::of(code, h) : muser::SignMasks<true>::of(code, h);
+}
 """
 
 
 @needs_cxx
-def test_kernel_ksigns_is_gguf_pys_table():
+def test_kernel_sign_masks_are_gguf_pys_ksigns():
     """The kernels compute ksigns_iq2xs (its bit 7 is the index's parity) instead of a table
-    lookup; all 128 entries are gguf-py's."""
+    lookup, and from it or a sign byte the byte masks of a group's values; all 128 indices and 256
+    sign bytes give gguf-py's signs."""
     lib = _compile(_SIGNS_RUN, [KERNELS])
-    lib.ksigns.restype = ctypes.c_uint32
-    assert [lib.ksigns(ctypes.c_uint32(i)) for i in range(128)] == KSIGNS.tolist()
+    lib.ksigns.restype = lib.sign_masks.restype = ctypes.c_uint32
+    for popc in (0, 1):  # ksigns' parity by a table or by a population count
+        assert [lib.ksigns(popc, ctypes.c_uint32(i)) for i in range(128)] == KSIGNS.tolist()
+    for ksigns, popc, signs in ((1, 0, KSIGNS), (1, 1, KSIGNS), (0, 0, np.arange(256))):
+        for code, bits in enumerate(signs.tolist()):
+            expected = [sum(255 << 8 * b for b in range(4) if bits >> (4 * h + b) & 1) for h in (0, 1)]
+            assert [lib.sign_masks(ksigns, popc, code, h) for h in (0, 1)] == expected, (ksigns, code)
 
 
 @pytest.mark.parametrize("qtype", IQ)

@@ -38,9 +38,9 @@ def test_a_kernel_header_holds_its_tables_decoder_alone(dialect, qtype):
     assert "muser_sum" not in gather and "muser_sum" in matvec  # the LM heads' lane operations
     grid = GRID_OF_FORMAT.get(qtype)  # a codebook's words come on top (kernels/iq*_grid.h)
     words = len(kernel_header([grid.kernel_file])) if grid else 0
-    # bytes (IQ4_XS on CUDA: 13.1 KB, its value table, the prelude's two lookups of it and its
-    # row type in it); 32.4 KB with every decoder in it
-    assert len(gather) - words < 13_500
+    # bytes (IQ4_XS on CUDA: 13.8 KB, its value table, the prelude's two lookups of it and its
+    # row type in it); 40.1 KB with every decoder in it, none of the grids
+    assert len(gather) - words < 14_500
 
 
 def test_cuda_includes_the_files_metal_gets_their_text():
