@@ -9,7 +9,7 @@ docs/performance.md ("What bounds the heads") sets the two side by side.
 Needs nvcc and cuobjdump on PATH (cuobjdump: CUDA's toolkit, or PyPI's nvidia-cuda-cuobjdump).
 
     python benchmarks/sass_counts.py                          # every quantized format
-    python benchmarks/sass_counts.py --formats TQ1_0 Q4_K
+    python benchmarks/sass_counts.py --formats TQ1_0 Q4_K --stem sass_tq1_q4k
     python benchmarks/sass_counts.py --settings "BYTEDOT_RUNS=4;BYTEDOT_RUNS_BY_FORMAT={}" --stem sass_bytedot_runs4
 """
 
@@ -58,10 +58,14 @@ def longest_loop(code: list[tuple[int, str]]) -> list[str]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--formats", nargs="+", default=sorted(q for q, f in FORMATS.items() if f.quantized))
-    p.add_argument("--stem", default="sass_bytedot_one_row", help="result file name, before _gpu / _cpu")
+    every = sorted(q for q, f in FORMATS.items() if f.quantized)
+    p.add_argument("--formats", nargs="+", default=every)
+    p.add_argument("--stem", help="result file name, before _gpu / _cpu (default: sass_bytedot_one_row, every format)")
     p.add_argument("--settings", default="", help='tuning constants, "NAME=VALUE;NAME=VALUE" (Python literals)')
     args = p.parse_args()
+    if args.stem is None and (sorted(args.formats) != every or args.settings):
+        p.error("--formats or --settings need --stem: results/sass_bytedot_one_row_cpu.md is every format as tuned")
+    args.stem = args.stem or "sass_bytedot_one_row"
     missing = [tool for tool in ("nvcc", "cuobjdump") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"needs {' and '.join(missing)} on PATH")
@@ -89,7 +93,9 @@ def main() -> None:
         f"loop (a lane's step: VROWS table rows by RUNS runs of 16 values), nvcc -gencode arch=compute_90,code=sm_90 "
         f"({nvcc}), cuobjdump -sass. A static count: a branch's both sides are counted.\n"
         + "Command: `python benchmarks/sass_counts.py"
-        + (f' --settings "{args.settings}" --stem {args.stem}`' if args.settings else "`")
+        + (f" --formats {' '.join(args.formats)}" if sorted(args.formats) != every else "")
+        + (f' --settings "{args.settings}"' if args.settings else "")
+        + (f" --stem {args.stem}`" if args.stem != "sass_bytedot_one_row" else "`")
     )
     print(save(args.stem, "Instructions per value of the one-row head (SASS)", md, {"nvcc": nvcc, "runs": runs}))
 

@@ -872,6 +872,7 @@ def test_gpu_bytedot_lanes_take_several_steps(qtype):
         with tuning.fixed(BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
             for n in (1, 3):
                 x = mx.array(rng.standard_normal((n, 6656)).astype(np.float32)).astype(mx.float16)
+                assert bytedot_launch(table, x).define("RUNS") == runs
                 assert_close(head.bytedot(table, x, "cuda"), x, W)
 
 
