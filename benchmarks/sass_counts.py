@@ -30,6 +30,7 @@ from muser_mlx.backends import device, head, tuning
 from common import GLIMMER, markdown, save, tuning_constants
 
 C_TYPES = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}  # the table's words, x's run records, out
+RECORD = "sass_bytedot_one_row"  # the committed record: every quantized format as tuned
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
@@ -60,12 +61,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     every = sorted(q for q, f in FORMATS.items() if f.quantized)
     p.add_argument("--formats", nargs="+", default=every)
-    p.add_argument("--stem", help="result file name, before _gpu / _cpu (default: sass_bytedot_one_row, every format)")
+    p.add_argument("--stem", help=f"result file name, before _gpu / _cpu (default: {RECORD}, every format)")
     p.add_argument("--settings", default="", help='tuning constants, "NAME=VALUE;NAME=VALUE" (Python literals)')
     args = p.parse_args()
-    if args.stem is None and (sorted(args.formats) != every or args.settings):
-        p.error("--formats or --settings need --stem: results/sass_bytedot_one_row_cpu.md is every format as tuned")
-    args.stem = args.stem or "sass_bytedot_one_row"
+    some = sorted(args.formats) != every
+    if args.stem is None and (some or args.settings):
+        p.error(f"--formats or --settings need --stem: results/{RECORD}_cpu.md is every format as tuned")
+    args.stem = args.stem or RECORD
     missing = [tool for tool in ("nvcc", "cuobjdump") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(f"needs {' and '.join(missing)} on PATH")
@@ -93,9 +95,9 @@ def main() -> None:
         f"loop (a lane's step: VROWS table rows by RUNS runs of 16 values), nvcc -gencode arch=compute_90,code=sm_90 "
         f"({nvcc}), cuobjdump -sass. A static count: a branch's both sides are counted.\n"
         + "Command: `python benchmarks/sass_counts.py"
-        + (f" --formats {' '.join(args.formats)}" if sorted(args.formats) != every else "")
+        + (f" --formats {' '.join(args.formats)}" if some else "")
         + (f' --settings "{args.settings}"' if args.settings else "")
-        + (f" --stem {args.stem}`" if args.stem != "sass_bytedot_one_row" else "`")
+        + (f" --stem {args.stem}`" if args.stem != RECORD else "`")
     )
     print(save(args.stem, "Instructions per value of the one-row head (SASS)", md, {"nvcc": nvcc, "runs": runs}))
 

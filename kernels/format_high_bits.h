@@ -6,16 +6,13 @@
 namespace muser {
 
 // Bit 4 of the levels of values j .. j+N-1 added to w (half_nibbles' bytes), from qh at p
-// (aligned to ALIGN bytes): bits j + 4k .. j + 4k + 3 of qh become bit 4 of bytes 0-3 of w[k]. The
-// multiply copies bit b of a 4-bit field to bit 8b (its shifted copies, at bits 0-3, 7-10,
-// 14-17 and 21-24, never overlap, so no carry crosses them).
+// (aligned to ALIGN bytes): bits j + 4k .. j + 4k + 3 of qh become bit 4 of bytes 0-3 of w[k].
 template <int N, int ALIGN, typename P>
 MUSER_FN void add_high_bits(P qh, uint32_t j, MUSER_LOCAL uint32_t* w) {
   uint32_t bits[1];
   bytes_at<4, ALIGN>(qh, bits);
   for (int k = 0; k < (N + 3) / 4; ++k) {
-    const uint32_t four = (bits[0] >> (j + 4 * k)) & 0xFu;
-    w[k] |= ((four * 0x00204081u) & 0x01010101u) << 4;
+    w[k] |= bits_to_bytes(bits[0] >> (j + 4 * k)) << 4;
   }
 }
 

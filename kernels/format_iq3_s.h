@@ -24,9 +24,7 @@ struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
     bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, low);
     const uint32_t high = uint32_t(block[66 + j / 32]) >> (j / 4 % 8);  // bit c: entry j / 4 + c's bit 8
     for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
-      // high's bits 4 (c / 4) .. + 3 one to a byte (the multiply's copies of a bit lie 7 apart)
-      const uint32_t spread = (((high >> (c / 4 * 4)) & 15u) * 0x00204081u) & 0x01010101u;
-      const uint32_t entry = muser_byte_pair(low[c / 4], spread, c % 4);
+      const uint32_t entry = muser_byte_pair(low[c / 4], bits_to_bytes(high >> (c / 4 * 4)), c % 4);
       const uint32_t k = in_group<N>(j, c);
       w[c] = signed_word<N>(MUSER_GRID(iq3s_grid)[entry], SignMasks<false>::mask(block[74 + group_of<N>(j, c)], k / 4), k, zero);
     }

@@ -70,6 +70,12 @@ MUSER_FN float bf16_bits_to_float(uint32_t bits) {
   return muser_f32_bits_to_float(bits << 16);
 }
 
+// Bits 0-3 of four as bits 0, 8, 16 and 24 (a bit a byte): the multiply copies bit b to bits b,
+// b + 7, b + 14 and b + 21, which never overlap, so no carry crosses them, and the mask keeps b + 7b.
+MUSER_FN uint32_t bits_to_bytes(uint32_t four) {
+  return ((four & 15u) * 0x00204081u) & 0x01010101u;
+}
+
 // float(q) - zero for 0 <= q < 2^23, exact: q in the mantissa of 2^23, no int-to-float conversion.
 MUSER_FN float level(uint32_t q, float zero) {
   return muser_f32_bits_to_float(0x4B000000u | q) - (8388608.0f + zero);
