@@ -12,7 +12,7 @@ namespace muser {
 template <>
 struct Format<ggml::IQ2_XS> : ByteLevels<Format<ggml::IQ2_XS>> {
   enum { block_values = 256, block_bytes = 74, affine_values = 16, level_bits = 7, zero = iq2xs_grid_largest };
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xs_grid); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xs_grid); SignSelectors::share(); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
@@ -21,8 +21,7 @@ struct Format<ggml::IQ2_XS> : ByteLevels<Format<ggml::IQ2_XS>> {
     bytes_at<(N > 8 ? 4 : 2), 2, UNIFORM>(block + 2 + 2 * (j / 8), qs);
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t q = (qs[0] >> (16 * (group_of<N>(j, c) - j / 8))) & 0xFFFFu, k = in_group<N>(j, c);
-      const uint32_t minus = SignMasks<true, false, true>::mask(q >> 9, k / 4);  // ksigns' parity by POPC
-      w[c] = signed_word<N>(MUSER_GRID(iq2xs_grid)[2 * (q & 511u) + k / 4], minus, k, zero);
+      w[c] = selected_word<zero, iq2xs_grid_levels>(MUSER_GRID(iq2xs_grid)[q & 511u] | SignSelectors::select(q >> 9), k);
     }
     const uint32_t scale = (uint32_t(block[66 + j / 32]) >> (4 * (j / 16 % 2))) & 15u;
     return Affine{f16_at(block) * level(scale, -0.5f) * 0.25f, 0.0f};

@@ -14,7 +14,7 @@ template <>
 struct Format<ggml::IQ2_XXS> : ByteLevels<Format<ggml::IQ2_XXS>> {
   enum { block_values = 256, block_bytes = 66, affine_values = 32, level_bits = 7, zero = iq2xxs_grid_largest };
   enum { run_pair = 16 };  // values j .. j + 31 share a sub-block's scale and fields: one decode (bytedot.h)
-  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xxs_grid); SignMasks<true, true>::share(); }
+  static MUSER_FN void share_grid() { MUSER_SHARE_GRID(iq2xxs_grid); SignSelectors::share(); }
   template <int N, bool UNIFORM = false, typename P>
   static MUSER_FN Affine level_bytes(P row, uint32_t i, MUSER_LOCAL uint32_t* w) {
     P block = row + (i / block_values) * block_bytes;
@@ -23,8 +23,8 @@ struct Format<ggml::IQ2_XXS> : ByteLevels<Format<ggml::IQ2_XXS>> {
     bytes_at<8, 2, UNIFORM>(block + 2 + 8 * s, aux);
     for (int c = 0; c < (N + 3) / 4; ++c) {
       const uint32_t l = group_of<N>(j, c) % 4, k = in_group<N>(j, c);
-      const uint32_t entry = (aux[0] >> (8 * l)) & 255u, minus = SignMasks<true, true>::mask((aux[1] >> (7 * l)) & 127u, k / 4);
-      w[c] = signed_word<N>(MUSER_GRID(iq2xxs_grid)[2 * entry + k / 4], minus, k, zero);
+      const uint32_t selector = MUSER_GRID(iq2xxs_grid)[(aux[0] >> (8 * l)) & 255u] | SignSelectors::select((aux[1] >> (7 * l)) & 127u);
+      w[c] = selected_word<zero, iq2xxs_grid_levels>(selector, k);
     }
     return Affine{f16_at(block) * level(aux[1] >> 28, -0.5f) * 0.25f, 0.0f};
   }

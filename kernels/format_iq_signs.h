@@ -6,44 +6,21 @@
 namespace muser {
 
 // ksigns_iq2xs (gguf-py's IQ2_XXS.ksigns): a group's 8 sign bits from a 7-bit index, bit 7 the
-// index's parity (an even count of minus signs per group; 0x6996: the parities of 0..15), or with
-// POPC that parity by a population count (the prelude's muser_parity).
-template <bool POPC = false>
+// index's parity (an even count of minus signs per group; 0x6996: the parities of 0..15).
 MUSER_FN uint32_t ksigns(uint32_t index) {
-  if (POPC) return index | muser_parity(index) << 7;
   return index | ((0x6996u >> ((index ^ (index >> 4)) & 15u)) & 1u) << 7;
 }
 
 // Word h of a group's sign masks (byte b: 0xFF where value 4h + b is minus) from its code, the
-// sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index. The multiply copies sign bit b
-// to bits b + 7 + 7k (k < 4): for k = b that is byte b's top bit, and no other copy lands on a top
-// bit or on another copy; muser_sign_bytes fills each byte from its top bit.
-// SHARED: in a dialect's head kernels that keep grids in shared memory, a table of every code's
-// two words there, which the threadgroup fills with its grid (share); for IQ2_XXS alone, where it
-// measured faster in both heads it was timed in ("Grid memory").
-// POPC: ksigns<true>, fewer instructions (CUDA's POPC) but a slower one on sm_90; for IQ2_XS alone,
-// whose one-row head measured faster with it and IQ3_XXS's slower ("Sign masks").
-template <bool KSIGNS, bool SHARED = false, bool POPC = false>
+// sign byte itself (KSIGNS false: IQ2_S, IQ3_S) or its ksigns index (IQ3_XXS). The multiply copies
+// sign bit b to bits b + 7 + 7k (k < 4): for k = b that is byte b's top bit, and no other copy
+// lands on a top bit or on another copy; muser_sign_bytes fills each byte from its top bit.
+template <bool KSIGNS>
 struct SignMasks {
-  enum { codes = KSIGNS ? 128 : 256 };
-  static MUSER_FN uint32_t of(uint32_t code, uint32_t h) {
-    const uint32_t signs = KSIGNS ? ksigns<POPC>(code) : code;
+  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) {
+    const uint32_t signs = KSIGNS ? ksigns(code) : code;
     return muser_sign_bytes(((signs >> (4 * h)) & 15u) * 0x10204080u);
   }
-  static MUSER_FN uint32_t word(uint32_t i) { return of(i / 2, i % 2); }  // the table's word i
-#ifdef MUSER_SHARED_GRIDS
-  static MUSER_FN uint32_t* table() { return muser_shared_words<2 * codes, 1>(); }
-  static MUSER_FN void share() {
-    if constexpr (SHARED) muser_fill_words<SignMasks>(table(), 2 * codes);
-  }
-  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) {
-    if constexpr (SHARED) return table()[2 * code + h];
-    return of(code, h);
-  }
-#else
-  static MUSER_FN void share() {}
-  static MUSER_FN uint32_t mask(uint32_t code, uint32_t h) { return of(code, h); }
-#endif
 };
 
 // zero + g, or zero - g where `minus` has 0xFF, for the bytes g of values k .. k + 3 of a group,
@@ -54,6 +31,41 @@ MUSER_FN uint32_t signed_word(uint32_t grid, uint32_t minus, uint32_t k, uint32_
   const uint32_t shift = N >= 4 ? 0 : 8 * (k % 4);
   const uint32_t g = grid >> shift;
   return 0x01010101u * zero + g - ((g << 1) & (minus >> shift));
+}
+
+// The selector grids (IQ2_XXS, IQ2_XS: muser_mlx/formats/grids.py): a point's word holds value v's
+// index among the grid's levels in nibble v. Bit 2 of nibble v set where value v is minus makes
+// it a byte selector of the 8 level bytes zero + level (bytes 0-2) and zero - level (bytes 4-6),
+// so one byte select (the prelude's muser_select_bytes: CUDA's prmt) gives four signed level
+// bytes, and the sign mask, its shifts and the subtraction of signed_word are gone.
+// SignSelectors::select(index): the bits 2 of a group's ksigns index; in a dialect's head kernels
+// that keep grids in shared memory, from a table of all 128 there, which the threadgroup fills with
+// its grid (share); elsewhere computed, the sign bits spread to nibbles by three shift-and-masks.
+struct SignSelectors {
+  enum { codes = 128 };
+  static MUSER_FN uint32_t of(uint32_t index) {
+    uint32_t s = ksigns(index);             // bit b
+    s = (s | s << 12) & 0x000F000Fu;         // bits 0-3 at 0-3, 4-7 at 16-19
+    s = (s | s << 6) & 0x03030303u;          // at 0-1, 8-9, 16-17, 24-25
+    return ((s | s << 3) & 0x11111111u) << 2;  // bit b at 4b + 2
+  }
+  static MUSER_FN uint32_t word(uint32_t i) { return of(i); }  // the table's word i
+#ifdef MUSER_SHARED_GRIDS
+  static MUSER_FN uint32_t* table() { return muser_shared_words<codes, 1>(); }
+  static MUSER_FN void share() { muser_fill_words<SignSelectors>(table(), codes); }
+  static MUSER_FN uint32_t select(uint32_t index) { return table()[index]; }
+#else
+  static MUSER_FN void share() {}
+  static MUSER_FN uint32_t select(uint32_t index) { return of(index); }
+#endif
+};
+
+// The level bytes of values k .. k + 3 of a group (value k in byte 0) from its selector, grid word
+// | SignSelectors::select, of a grid of LEVELS (bytes, *_levels) below ZERO + 1.
+template <int ZERO, uint32_t LEVELS>
+MUSER_FN uint32_t selected_word(uint32_t selector, uint32_t k) {
+  enum : uint32_t { PLUS = 0x01010101u * ZERO + LEVELS, MINUS = 0x01010101u * ZERO - LEVELS };
+  return muser_select_bytes(PLUS, MINUS, selector >> (4 * k));
 }
 
 }  // namespace muser

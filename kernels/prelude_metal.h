@@ -15,8 +15,15 @@ inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
 inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
   return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
 }
+inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t s = (sel >> (4 * k)) & 7u;
+    r |= (((s < 4 ? lo : hi) >> (8 * (s & 3u))) & 255u) << (8 * k);
+  }
+  return r;
+}
 inline uint32_t muser_sign_bytes(uint32_t w) { return ((w >> 7) & 0x01010101u) * 255u; }
-inline uint32_t muser_parity(uint32_t w) { return popcount(w) & 1u; }
 inline uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {
   return ((lo >> (8 * k)) & 255u) | ((hi >> (8 * k)) & 255u) << 8;
 }

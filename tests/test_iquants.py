@@ -78,10 +78,18 @@ def checked_in_words(name: str) -> tuple[np.ndarray, int]:
     return words, int(re.search(rf"{name}_largest = (\d+)", text).group(1))
 
 
+def checked_in_levels(name: str) -> np.ndarray:
+    """A selector grid's levels, read from kernels/<grid>.h's _levels word."""
+    text = (KERNELS / GRIDS[name].kernel_file).read_text()
+    word = int(re.search(rf"{name}_levels = 0x([0-9a-f]{{8}})", text).group(1), 16)
+    return np.frombuffer(word.to_bytes(4, "little"), np.uint8)
+
+
 @pytest.mark.parametrize("name", sorted(GRIDS))
 def test_grid_words_hold_gguf_pys_values_element_by_element(name):
     """Unpacked by the layout the decoders read (bytes; IQ1: value + 1 in nibbles, values 4-7
-    high), the checked-in words are gguf-py's grid, every point and value."""
+    high; the selector grids: value v's index among the levels in nibble v), the checked-in words
+    are gguf-py's grid, every point and value."""
     quant = GRIDS[name].quant
     quant.init_grid()
     expected = quant.grid.reshape(quant.grid_shape)
@@ -90,6 +98,11 @@ def test_grid_words_hold_gguf_pys_values_element_by_element(name):
     if name == "iq1s_grid":
         per_point = as_bytes.reshape(-1, 4)
         values = np.concatenate([per_point & 15, per_point >> 4], axis=1).astype(np.int16) - 1
+    elif GRIDS[name].selectors:
+        levels = checked_in_levels(name)
+        codes = (words[:, None] >> (4 * np.arange(8, dtype=np.uint32))) & 15
+        assert codes.max() < 4  # bit 2 is the decoders' sign
+        values = levels[codes]
     else:
         values = as_bytes.reshape(expected.shape)
     assert values.shape == expected.shape and np.array_equal(values, expected)
@@ -99,10 +112,14 @@ def test_grid_words_hold_gguf_pys_values_element_by_element(name):
 _SIGNS_RUN = """
 #include "prelude_cpu.h"
 #include "format_iq_signs.h"
-extern "C" uint32_t ksigns(int popc, uint32_t index) { return popc ? muser::ksigns<true>(index) : muser::ksigns(index); }
-extern "C" uint32_t sign_masks(int ksigns, int popc, uint32_t code, uint32_t h) {
-  if (!ksigns) return muser::SignMasks<false>::of(code, h);
-  return popc ? muser::SignMasks<true, false, true>::of(code, h) : muser::SignMasks<true>::of(code, h);
+#include "iq2xxs_grid.h"
+extern "C" uint32_t ksigns(uint32_t index) { return muser::ksigns(index); }
+extern "C" uint32_t sign_masks(int ksigns, uint32_t code, uint32_t h) {
+  return ksigns ? muser::SignMasks<true>::mask(code, h) : muser::SignMasks<false>::mask(code, h);
+}
+extern "C" uint32_t sign_selectors(uint32_t index) { return muser::SignSelectors::of(index); }
+extern "C" uint32_t selected_word(uint32_t selector, uint32_t k) {
+  return muser::selected_word<43, muser::iq2xxs_grid_levels>(selector, k);
 }
 """
 
@@ -110,16 +127,40 @@ extern "C" uint32_t sign_masks(int ksigns, int popc, uint32_t code, uint32_t h) 
 @needs_cxx
 def test_kernel_sign_masks_are_gguf_pys_ksigns():
     """The kernels compute ksigns_iq2xs (its bit 7 is the index's parity) instead of a table
-    lookup, and from it or a sign byte the byte masks of a group's values; all 128 indices and 256
-    sign bytes give gguf-py's signs."""
+    lookup, and from it or a sign byte the byte masks of a group's values, or for the selector
+    grids the bits 2 of its nibbles; all 128 indices and 256 sign bytes give gguf-py's signs."""
     lib = _compile(_SIGNS_RUN, [KERNELS])
-    lib.ksigns.restype = lib.sign_masks.restype = ctypes.c_uint32
-    for popc in (0, 1):  # ksigns' parity by a table or by a population count
-        assert [lib.ksigns(popc, ctypes.c_uint32(i)) for i in range(128)] == KSIGNS.tolist()
-    for ksigns, popc, signs in ((1, 0, KSIGNS), (1, 1, KSIGNS), (0, 0, np.arange(256))):
+    for f in (lib.ksigns, lib.sign_masks, lib.sign_selectors, lib.selected_word):
+        f.restype = ctypes.c_uint32
+    assert [lib.ksigns(ctypes.c_uint32(i)) for i in range(128)] == KSIGNS.tolist()
+    for ksigns, signs in ((1, KSIGNS), (0, np.arange(256))):
         for code, bits in enumerate(signs.tolist()):
             expected = [sum(255 << 8 * b for b in range(4) if bits >> (4 * h + b) & 1) for h in (0, 1)]
-            assert [lib.sign_masks(ksigns, popc, code, h) for h in (0, 1)] == expected, (ksigns, code)
+            assert [lib.sign_masks(ksigns, code, h) for h in (0, 1)] == expected, (ksigns, code)
+    for index, bits in enumerate(KSIGNS.tolist()):
+        assert lib.sign_selectors(index) == sum(4 << 4 * b for b in range(8) if bits >> b & 1), index
+
+
+@needs_cxx
+def test_selected_words_are_the_signed_levels_of_every_point():
+    """Every point of iq2xxs_grid and iq2xs_grid, under all 128 ksigns patterns, selects the bytes
+    43 +- gguf-py's values, four at a time from any value k of the group (the CPU prelude's
+    muser_select_bytes: CUDA's prmt as the preludes spell it)."""
+    lib = _compile(_SIGNS_RUN, [KERNELS])
+    lib.sign_selectors.restype = lib.selected_word.restype = ctypes.c_uint32
+    signs = ((KSIGNS[:, None] >> np.arange(8)) & 1).astype(np.int16)  # [128, 8]
+    for name in ("iq2xxs_grid", "iq2xs_grid"):
+        words, largest = checked_in_words(name)
+        assert largest == 43 and np.array_equal(checked_in_levels(name)[:3], [8, 25, 43])
+        values = GRIDS[name].values.astype(np.int16)
+        for e in range(words.size):
+            for index in range(0, 128, 11 if e else 1):  # every pattern on point 0, a spread on the rest
+                selector = int(words[e]) | lib.sign_selectors(index)
+                levels = 43 + values[e] * (1 - 2 * signs[index])
+                for k in range(8):
+                    got = lib.selected_word(ctypes.c_uint32(selector), ctypes.c_uint32(k))
+                    expected = levels[k : k + 4]
+                    assert list(got.to_bytes(4, "little"))[: expected.size] == expected.tolist(), (name, e, index, k)
 
 
 @pytest.mark.parametrize("qtype", IQ)

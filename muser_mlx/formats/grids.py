@@ -7,8 +7,12 @@ arrays, ``kernels/<grid>.h``, are generated here:
 
 A grid is ``entries`` points of 8 values (IQ2, IQ1) or 4 (IQ3), small integers. The kernels'
 words (little-endian uint32):
-- IQ2 and IQ3 grids: the values as bytes, 4 to a word, word ``w * e + h`` holding values
-  4h .. 4h + 3 of entry e (w = 2 words an entry for IQ2, 1 for IQ3): ggml's own tables;
+- IQ2_S and IQ3 grids: the values as bytes, 4 to a word, word ``w * e + h`` holding values
+  4h .. 4h + 3 of entry e (w = 2 words an entry for IQ2_S, 1 for IQ3): ggml's own tables;
+- ``iq2xxs_grid`` and ``iq2xs_grid`` (``selectors``; values 8, 25, 43): one word an entry, nibble v
+  the index of value v among the grid's levels (0, 1, 2), a byte selector: the decoders sign a
+  group by setting bit 2 of its minus values' nibbles and pick the 8 level bytes by two byte
+  selects (kernels/format_iq_signs.h, SignSelectors); ``<name>_levels`` the levels as bytes;
 - ``iq1s_grid`` (values -1, 0, 1): one word an entry, byte b = (value b + 1) | (value b + 4 + 1) << 4,
   so that ``word & 0x0F0F0F0F`` holds values 0-3 plus 1 and ``(word >> 4) & 0x0F0F0F0F`` values
   4-7 (ggml's iq1s_grid_gpu).
@@ -27,10 +31,12 @@ WORDS_PER_LINE = 8
 @dataclass(frozen=True)
 class Grid:
     """``name`` is ggml's (``iq2xxs_grid``): the kernels' array, in ``kernels/<name>.h``; ``quant``
-    is gguf-py's class that holds the grid."""
+    is gguf-py's class that holds the grid; ``selectors``: its words are byte selectors of its
+    levels (module docstring)."""
 
     name: str
     quant: type
+    selectors: bool = False
 
     @property
     def values(self) -> np.ndarray:
@@ -46,13 +52,28 @@ class Grid:
     def kernel_file(self) -> str:
         return f"{self.name}.h"
 
+    @property
+    def levels(self) -> np.ndarray:
+        """uint8 [levels]: the grid's distinct values, ascending; a selector grid's nibble codes
+        index them."""
+        return np.unique(self.values).astype(np.uint8)
+
     def words(self) -> np.ndarray:
         """uint32 [words]: the kernels' layout of the grid (module docstring)."""
         values = self.values
+        if self.selectors:  # nibble v: value v's index among the levels, bit 2 left for its sign
+            codes = np.searchsorted(self.levels, values).astype(np.uint32)
+            assert codes.max() < 4 and values.shape[1] == 8
+            return (codes << (4 * np.arange(8, dtype=np.uint32))).sum(axis=1, dtype=np.uint32)
         if values.min() < 0:  # iq1s_grid: value + 1 in a nibble, values 4-7 in the high ones
             u = (values + 1).astype(np.uint8)
             return (u[:, :4] | (u[:, 4:] << 4)).view("<u4").reshape(-1)
         return values.astype(np.uint8).view("<u4").reshape(-1)
+
+    def levels_line(self) -> str:
+        """A selector grid's levels as one word's bytes, the least in byte 0."""
+        word = int.from_bytes(self.levels.tobytes(), "little")
+        return f"enum : uint32_t {{ {self.name}_levels = 0x{word:08x} }};  // the levels as bytes, the least first"
 
     def header(self) -> str:
         """The text of ``kernels/<name>.h``."""
@@ -72,6 +93,7 @@ class Grid:
                 "namespace muser {",
                 "",
                 f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value",
+                *([self.levels_line()] if self.selectors else []),
                 f"MUSER_CONSTANT uint32_t {self.name}[{words.size}] = {{",
                 *lines,
                 "};",
@@ -85,8 +107,8 @@ class Grid:
 GRIDS = {
     g.name: g
     for g in (
-        Grid("iq2xxs_grid", quants.IQ2_XXS),
-        Grid("iq2xs_grid", quants.IQ2_XS),
+        Grid("iq2xxs_grid", quants.IQ2_XXS, selectors=True),
+        Grid("iq2xs_grid", quants.IQ2_XS, selectors=True),
         Grid("iq2s_grid", quants.IQ2_S),
         Grid("iq3xxs_grid", quants.IQ3_XXS),
         Grid("iq3s_grid", quants.IQ3_S),
