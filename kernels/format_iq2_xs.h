@@ -4,7 +4,7 @@
 //   byte 66 + j / 32 for value j
 //   value = (d * (0.5 + scale) * 0.25) * (+-grid value), exact as IQ2_XXS's.
 #pragma once
-#include "format_iq_signs.h"
+#include "format_iq_selectors.h"
 #include "iq2xs_grid.h"
 
 namespace muser {

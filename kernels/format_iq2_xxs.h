@@ -5,7 +5,7 @@
 //   value = (d * (0.5 + ls) * 0.25) * (+-grid value): d's 11 bits times ls's 5 times the
 //   grid's 6, every product exact in float32.
 #pragma once
-#include "format_iq_signs.h"
+#include "format_iq_selectors.h"
 #include "iq2xxs_grid.h"
 
 namespace muser {

@@ -37,13 +37,20 @@ inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
 inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
   return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
 }
+// Byte k: byte (nibble k of sel) & 7 of hi:lo, as CUDA's prmt: one byte shuffle (SSSE3's pshufb,
+// the selector's nibbles spread to bytes) or a shift of the 8 bytes per byte.
 inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
+  const uint64_t bytes = uint64_t(hi) << 32 | lo;
+#if defined(__SSSE3__)
+  // nibbles 0 and 2 to bytes 0 and 2, 1 and 3 to 1 and 3 (the copies in between masked off)
+  const uint32_t at = (((sel & 0x0707u) * 0x0101u) & 0x00070007u) | (((sel & 0x7070u) * 0x1010u) & 0x07000700u);
+  const __m128i picked = _mm_shuffle_epi8(_mm_cvtsi64_si128(int64_t(bytes)), _mm_cvtsi32_si128(int(at)));
+  return uint32_t(_mm_cvtsi128_si32(picked));
+#else
   uint32_t r = 0;
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t s = (sel >> (4 * k)) & 7u;
-    r |= (((s < 4 ? lo : hi) >> (8 * (s & 3u))) & 255u) << (8 * k);
-  }
+  for (int k = 0; k < 4; ++k) r |= uint32_t(bytes >> (8 * ((sel >> (4 * k)) & 7u)) & 255u) << (8 * k);
   return r;
+#endif
 }
 inline uint32_t muser_sign_bytes(uint32_t w) { return ((w >> 7) & 0x01010101u) * 255u; }
 inline uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {

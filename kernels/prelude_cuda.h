@@ -29,7 +29,7 @@ MUSER_FN uint32_t muser_sign_bytes(uint32_t w) {
   return r;
 }
 // Byte k: byte (nibble k of sel) & 7 of hi:lo (0-3 lo's, 4-7 hi's): one byte permute
-// (format_iq_signs.h: selected_word).
+// (format_iq_selectors.h: selected_word).
 MUSER_FN uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) { return __byte_perm(lo, hi, sel); }
 // Byte k of lo, with byte k of hi above it (hi's bytes below 128): one byte permute, its top two
 // bytes the top bit of hi's byte k, 0, copied through them in the sign mode.

@@ -62,9 +62,10 @@ def test_the_formats_are_registered():
 
 
 def test_grid_headers_are_what_the_generator_writes(tmp_path):
-    """kernels/<grid>.h is what `python -m muser_mlx.formats.write_grids` writes from gguf-py's tables."""
+    """kernels/<grid>.h and ksigns_selectors.h are what `python -m muser_mlx.formats.write_grids`
+    writes from gguf-py's tables."""
     written = write_headers(tmp_path)
-    assert sorted(p.name for p in written) == sorted(g.kernel_file for g in GRIDS.values())
+    assert sorted(p.name for p in written) == sorted([g.kernel_file for g in GRIDS.values()] + ["ksigns_selectors.h"])
     for path in written:
         assert (KERNELS / path.name).read_text() == path.read_text(), f"kernels/{path.name} is stale"
 
@@ -111,13 +112,13 @@ def test_grid_words_hold_gguf_pys_values_element_by_element(name):
 
 _SIGNS_RUN = """
 #include "prelude_cpu.h"
-#include "format_iq_signs.h"
+#include "format_iq_selectors.h"
 #include "iq2xxs_grid.h"
 extern "C" uint32_t ksigns(uint32_t index) { return muser::ksigns(index); }
 extern "C" uint32_t sign_masks(int ksigns, uint32_t code, uint32_t h) {
   return ksigns ? muser::SignMasks<true>::mask(code, h) : muser::SignMasks<false>::mask(code, h);
 }
-extern "C" uint32_t sign_selectors(uint32_t index) { return muser::SignSelectors::of(index); }
+extern "C" uint32_t sign_selectors(uint32_t index) { return muser::SignSelectors::select(index); }
 extern "C" uint32_t selected_word(uint32_t selector, uint32_t k) {
   return muser::selected_word<43, muser::iq2xxs_grid_levels>(selector, k);
 }
@@ -127,8 +128,9 @@ extern "C" uint32_t selected_word(uint32_t selector, uint32_t k) {
 @needs_cxx
 def test_kernel_sign_masks_are_gguf_pys_ksigns():
     """The kernels compute ksigns_iq2xs (its bit 7 is the index's parity) instead of a table
-    lookup, and from it or a sign byte the byte masks of a group's values, or for the selector
-    grids the bits 2 of its nibbles; all 128 indices and 256 sign bytes give gguf-py's signs."""
+    lookup, and from it or a sign byte the byte masks of a group's values; the selector grids read
+    the bits 2 of their nibbles from ksigns_selectors.h; all 128 indices and 256 sign bytes give
+    gguf-py's signs."""
     lib = _compile(_SIGNS_RUN, [KERNELS])
     for f in (lib.ksigns, lib.sign_masks, lib.sign_selectors, lib.selected_word):
         f.restype = ctypes.c_uint32
@@ -168,8 +170,10 @@ def test_selected_words_are_the_signed_levels_of_every_point():
 def test_a_kernel_header_holds_its_own_grid_alone(dialect, qtype):
     fmt = FORMATS[qtype]
     kernels = [dialect.gather_kernel, dialect.matvec_kernel, dialect.bytedot_kernel, dialect.mma_kernel]
+    grid = GRID_OF_FORMAT[qtype]
+    tables = ["ksigns_selectors", grid.name] if grid.selectors else [grid.name]  # the selector grids' sign bits first
     for kernel in filter(None, kernels):
-        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(fmt)) == [GRID_OF_FORMAT[qtype].name]
+        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(fmt)) == tables
 
 
 # ---- llama.cpp's tables

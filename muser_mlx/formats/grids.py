@@ -12,7 +12,8 @@ words (little-endian uint32):
 - ``iq2xxs_grid`` and ``iq2xs_grid`` (``selectors``; values 8, 25, 43): one word an entry, nibble v
   the index of value v among the grid's levels (0, 1, 2), a byte selector: the decoders sign a
   group by setting bit 2 of its minus values' nibbles and pick the 8 level bytes by two byte
-  selects (kernels/format_iq_signs.h, SignSelectors); ``<name>_levels`` the levels as bytes;
+  selects (kernels/format_iq_selectors.h, SignSelectors); ``<name>_levels`` the levels as bytes;
+  ``ksigns_selectors`` (kernels/ksigns_selectors.h) those bits 2 for each ksigns index;
 - ``iq1s_grid`` (values -1, 0, 1): one word an entry, byte b = (value b + 1) | (value b + 4 + 1) << 4,
   so that ``word & 0x0F0F0F0F`` holds values 0-3 plus 1 and ``(word >> 4) & 0x0F0F0F0F`` values
   4-7 (ggml's iq1s_grid_gpu).
@@ -77,31 +78,38 @@ class Grid:
 
     def header(self) -> str:
         """The text of ``kernels/<name>.h``."""
-        words = self.words()
         entries, per_entry = self.values.shape
-        lines = [
-            f"    {', '.join(f'0x{w:08x}' for w in words[k : k + WORDS_PER_LINE])},"
-            for k in range(0, words.size, WORDS_PER_LINE)
+        constants = [f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value"]
+        if self.selectors:
+            constants.append(self.levels_line())
+        about = f"{self.quant.__name__}'s {entries} grid points of {per_entry} values"
+        return constant_header(self.name, self.words(), about, constants)
+
+
+def constant_header(name: str, words: np.ndarray, about: str, constants: list[str]) -> str:
+    """A kernel header of one MUSER_CONSTANT array of ``words`` named ``name``, after ``constants``."""
+    lines = [
+        f"    {', '.join(f'0x{w:08x}' for w in words[k : k + WORDS_PER_LINE])},"
+        for k in range(0, words.size, WORDS_PER_LINE)
+    ]
+    return "\n".join(
+        [
+            f"// {name}: {about}, {words.size} words",
+            "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
+            "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
+            "#pragma once",
+            "",
+            "namespace muser {",
+            "",
+            *constants,
+            f"MUSER_CONSTANT uint32_t {name}[{words.size}] = {{",
+            *lines,
+            "};",
+            "",
+            "}  // namespace muser",
+            "",
         ]
-        return "\n".join(
-            [
-                f"// {self.name}: {self.quant.__name__}'s {entries} grid points of {per_entry} values, {words.size} words",
-                "// (muser_mlx/formats/grids.py gives the layout). Generated from gguf-py's table by",
-                "// `python -m muser_mlx.formats.write_grids`; tests/test_iquants.py checks it element by element.",
-                "#pragma once",
-                "",
-                "namespace muser {",
-                "",
-                f"enum {{ {self.name}_largest = {self.largest} }};  // the largest value",
-                *([self.levels_line()] if self.selectors else []),
-                f"MUSER_CONSTANT uint32_t {self.name}[{words.size}] = {{",
-                *lines,
-                "};",
-                "",
-                "}  // namespace muser",
-                "",
-            ]
-        )
+    )
 
 
 GRIDS = {
@@ -128,3 +136,21 @@ GRID_OF_FORMAT = {  # format -> the grid its decoders read
 # ksigns_iq2xs: the 8 signs of a group of 8 values from a 7-bit index; bit 7 is the index's
 # parity (a group has an even number of minus signs). Bit k set: value k is negative.
 KSIGNS = np.frombuffer(quants.IQ2_XXS.ksigns, dtype=np.uint8)
+KSIGNS_SELECTORS = "ksigns_selectors"
+
+
+def ksigns_selectors() -> np.ndarray:
+    """uint32 [128]: each ksigns index's sign bit b at bit 2 of nibble b, which a selector grid's
+    word for the group's point takes by an or (module docstring)."""
+    bits = (KSIGNS[:, None].astype(np.uint32) >> np.arange(8, dtype=np.uint32)) & 1
+    return (bits << (4 * np.arange(8, dtype=np.uint32) + 2)).sum(axis=1, dtype=np.uint32)
+
+
+def ksigns_selectors_header() -> str:
+    """The text of ``kernels/ksigns_selectors.h``."""
+    return constant_header(
+        KSIGNS_SELECTORS,
+        ksigns_selectors(),
+        "each ksigns index's sign bits as the selector grids' nibble bits 2",
+        [],
+    )

@@ -1,4 +1,5 @@
-"""Write the IQ grids' kernel headers, kernels/<grid>.h, from gguf-py's tables (grids.py).
+"""Write the IQ grids' kernel headers, kernels/<grid>.h, and the selector grids' sign bits,
+kernels/ksigns_selectors.h, from gguf-py's tables (grids.py).
 
 python -m muser_mlx.formats.write_grids [--folder kernels/]
 """
@@ -9,16 +10,15 @@ import argparse
 from importlib.resources import files
 from pathlib import Path
 
-from .grids import GRIDS
+from .grids import GRIDS, KSIGNS_SELECTORS, ksigns_selectors_header
 
 
 def write_headers(folder: Path) -> list[Path]:
-    paths = []
-    for grid in GRIDS.values():
-        path = folder / grid.kernel_file
-        path.write_text(grid.header())
-        paths.append(path)
-    return paths
+    texts = {grid.kernel_file: grid.header() for grid in GRIDS.values()}
+    texts[f"{KSIGNS_SELECTORS}.h"] = ksigns_selectors_header()
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    return [folder / name for name in texts]
 
 
 def main() -> None:
