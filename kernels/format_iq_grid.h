@@ -10,9 +10,10 @@
 // A grid as a decoder reads it, MUSER_GRID(grid): the grid itself (MUSER_CONSTANT), or in a
 // dialect's head kernels that keep grids in shared memory (MUSER_SHARED_GRIDS: lanes_cuda.h) the
 // copy made by the format's share_grid (formats.h), MUSER_SHARE_GRID(grid), which every thread of
-// the threadgroup calls before its first read.
+// the threadgroup calls before its first read; the copy's array is the grid's own by its
+// generated tag (muser_mlx/formats/grids.py: shared_tag).
 #ifdef MUSER_SHARED_GRIDS
-#define MUSER_GRID(grid) muser_shared_words<sizeof(grid) / 4>()
+#define MUSER_GRID(grid) muser_shared_words<sizeof(grid) / 4, grid##_tag>()
 #define MUSER_SHARE_GRID(grid) muser_share_words(grid, MUSER_GRID(grid), sizeof(grid) / 4)
 #else
 #define MUSER_GRID(grid) grid

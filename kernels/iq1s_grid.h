@@ -6,6 +6,7 @@
 namespace muser {
 
 enum { iq1s_grid_largest = 1 };  // the largest value
+enum { iq1s_grid_tag = 6 };  // its shared copy's (format_iq_grid.h: MUSER_GRID)
 MUSER_CONSTANT uint32_t iq1s_grid[2048] = {
     0x00000000, 0x00000002, 0x00000101, 0x00000200, 0x00000202, 0x00010001, 0x00010101, 0x00020000,
     0x00020002, 0x00020200, 0x00020202, 0x01000101, 0x01010001, 0x01010100, 0x01010102, 0x01020101,

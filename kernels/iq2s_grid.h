@@ -6,6 +6,7 @@
 namespace muser {
 
 enum { iq2s_grid_largest = 43 };  // the largest value
+enum { iq2s_grid_tag = 3 };  // its shared copy's (format_iq_grid.h: MUSER_GRID)
 MUSER_CONSTANT uint32_t iq2s_grid[2048] = {
     0x08080808, 0x08080808, 0x0808082b, 0x08080808, 0x08081919, 0x08080808, 0x08082b08, 0x08080808,
     0x08082b2b, 0x08080808, 0x08190819, 0x08080808, 0x08191908, 0x08080808, 0x0819192b, 0x08080808,

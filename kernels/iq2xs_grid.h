@@ -7,6 +7,7 @@ namespace muser {
 
 enum { iq2xs_grid_largest = 43 };  // the largest value
 enum : uint32_t { iq2xs_grid_levels = 0x002b1908 };  // the levels as bytes, the least first
+enum { iq2xs_grid_tag = 2 };  // its shared copy's (format_iq_grid.h: MUSER_GRID)
 MUSER_CONSTANT uint32_t iq2xs_grid[512] = {
     0x00000000, 0x00000002, 0x00000011, 0x00000020, 0x00000022, 0x00000101, 0x00000110, 0x00000112,
     0x00000121, 0x00000200, 0x00000202, 0x00000211, 0x00000220, 0x00001001, 0x00001010, 0x00001012,

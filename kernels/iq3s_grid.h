@@ -6,6 +6,7 @@
 namespace muser {
 
 enum { iq3s_grid_largest = 15 };  // the largest value
+enum { iq3s_grid_tag = 5 };  // its shared copy's (format_iq_grid.h: MUSER_GRID)
 MUSER_CONSTANT uint32_t iq3s_grid[512] = {
     0x01010101, 0x01010103, 0x01010105, 0x0101010b, 0x0101010f, 0x01010301, 0x01010303, 0x01010305,
     0x01010309, 0x0101030d, 0x01010501, 0x01010503, 0x0101050b, 0x01010707, 0x01010901, 0x01010905,

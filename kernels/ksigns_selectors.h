@@ -5,6 +5,7 @@
 
 namespace muser {
 
+enum { ksigns_selectors_tag = 7 };  // its shared copy's (format_iq_grid.h: MUSER_GRID)
 MUSER_CONSTANT uint32_t ksigns_selectors[128] = {
     0x00000000, 0x40000004, 0x40000040, 0x00000044, 0x40000400, 0x00000404, 0x00000440, 0x40000444,
     0x40004000, 0x00004004, 0x00004040, 0x40004044, 0x00004400, 0x40004404, 0x40004440, 0x00004444,

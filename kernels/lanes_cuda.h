@@ -49,7 +49,8 @@ enum { muser_warp_lanes = 32 };  // kernels/matvec.h: warp_lanes
 #define MUSER_SHARED_GRIDS
 template <int WORDS, int TAG = 0>
 MUSER_FN uint32_t* muser_shared_words() {
-  // one array per WORDS and TAG in a kernel (a grid: TAG 0; a table of its sign masks: 1),
+  // one array per WORDS and TAG in a kernel (a generated array's copy: its <name>_tag,
+  // format_iq_grid.h; 0 is left to a table a decoder computes rather than copies),
   // 16-byte aligned: an IQ2 grid point's two words load as one
   __shared__ __align__(16) uint32_t words[WORDS];
   return words;

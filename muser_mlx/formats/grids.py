@@ -86,8 +86,17 @@ class Grid:
         return constant_header(self.name, self.words(), about, constants)
 
 
+def shared_tag(name: str) -> int:
+    """The tag of the generated array ``name``'s copy in a head kernel's shared memory (``<name>_tag``
+    in its header; kernels/format_iq_grid.h: MUSER_GRID), so that no two copies share one array:
+    1 + its place among the generated arrays; 0 is left to a table a decoder computes rather than
+    copies."""
+    return 1 + [*GRIDS, KSIGNS_SELECTORS].index(name)
+
+
 def constant_header(name: str, words: np.ndarray, about: str, constants: list[str]) -> str:
-    """A kernel header of one MUSER_CONSTANT array of ``words`` named ``name``, after ``constants``."""
+    """A kernel header of one MUSER_CONSTANT array of ``words`` named ``name``, after ``constants``
+    and its shared copy's tag."""
     lines = [
         f"    {', '.join(f'0x{w:08x}' for w in words[k : k + WORDS_PER_LINE])},"
         for k in range(0, words.size, WORDS_PER_LINE)
@@ -102,6 +111,7 @@ def constant_header(name: str, words: np.ndarray, about: str, constants: list[st
             "namespace muser {",
             "",
             *constants,
+            f"enum {{ {name}_tag = {shared_tag(name)} }};  // its shared copy's (format_iq_grid.h: MUSER_GRID)",
             f"MUSER_CONSTANT uint32_t {name}[{words.size}] = {{",
             *lines,
             "};",
