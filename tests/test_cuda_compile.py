@@ -14,6 +14,7 @@ import pytest
 
 from muser_mlx import FORMATS, Table
 from muser_mlx.backends import device, head
+from muser_mlx.formats.grids import shared_bytes as grid_shared_bytes
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) on PATH")
@@ -45,7 +46,8 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
     65,536 registers a threadgroup (a thread's in granules of 8), and the warpgroup form
     without ptxas's note that it serialized the wgmma instructions (as it does for the form that
     leaves a step's multiplies in flight through the barrier into the next step, docs/performance.md:
-    this test fails on it)."""
+    this test fails on it); their static shared memory is what tile_mma_fits counts beside the
+    buffers (grids.shared_bytes)."""
     fmt = FORMATS[qtype]
     short = 640 if 640 % fmt.block_values == 0 else 768  # 10 or 12 steps of 64: not whole chunks of them
     for rows, dims, warpgroup, dtype, c_type in (
@@ -61,6 +63,8 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         assert "C7514" not in report and "serialized" not in report, (qtype, rows, dtype, report[-2000:])
         spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
         assert spills and all(s == ("0", "0") for s in spills), (qtype, rows, dtype, report[-2000:])
+        static = [int(s) for s in re.findall(r"(\d+) bytes smem", report)] or [0]
+        assert static == [grid_shared_bytes(qtype)], (qtype, rows, static)  # tile_mma_fits counts it
         registers = [int(r) for r in re.findall(r"Used (\d+) registers", report)]
         threads = launch.threadgroup[0]
         assert registers and all(-(-r // 8) * 8 * threads <= 65536 for r in registers), (

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
 
+from ..formats.grids import shared_bytes as grid_shared_bytes
 from ..memory import device_memory
 from . import BACKENDS, KERNEL_BACKENDS, bind, tuning
 from .gather import table_words
@@ -88,9 +89,8 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     values, a grid of at most MAX_THREADS threads (one threadgroup per output tile, no grid
     stride; :func:`tile_mma_threads` a threadgroup) and threadgroups whose buffers the device's
     shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB hold every format's at 32
-    rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond). The shared copy of an IQ
-    grid (format_iq_grid.h, at most 8 KiB) is not counted: no IQ format's buffers come within
-    8 KiB of 99 KiB (88 KiB at most)."""
+    rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond) with what the format's
+    decoder keeps there (grids.shared_bytes: an IQ grid and its sign table, up to 8 KiB)."""
     warpgroup = tuning.tile_mma_warpgroup(rows, warpgroups)
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
@@ -100,7 +100,7 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
         <= tuning.tile_mma_max_rows(table.qtype, table.dims, warpgroups)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * tile_mma_threads(xrows, warpgroup) <= MAX_THREADS
-        and tile_mma_buffers(table, xrows, warpgroup).shared <= group_shared
+        and tile_mma_buffers(table, xrows, warpgroup).shared + grid_shared_bytes(table.qtype) <= group_shared
     )
 
 
@@ -273,9 +273,9 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool) -> TileBuffers:
     # the value buffers, with warpgroups x's stages aligned and their bulk copies' barriers; or the output tile
     warpgroup_bytes = WGMMA_ALIGN + 8 * stages if warpgroup else 0
     values = max(2 * (2 * TILE_ROWS + stages * xrows) * step_k + warpgroup_bytes, 2 * xrows * TILE_ROWS)
-    # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and the
-    # shared copy of an IQ grid (format_iq_grid.h; IQ2_XXS's sign masks beside it) takes up to 8 KiB more,
-    # which the default 48 KiB would not hold
+    # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and what
+    # an IQ format's decoder keeps in shared memory (grids.shared_bytes) takes up to 8 KiB more, which
+    # the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, step_k, unroll, stages, shared)
 

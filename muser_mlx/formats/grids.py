@@ -164,3 +164,15 @@ def ksigns_selectors_header() -> str:
         "each ksigns index's sign bits as the selector grids' nibble bits 2",
         [],
     )
+
+
+def shared_bytes(qtype: str) -> int:
+    """Bytes of shared memory the CUDA head kernels' decoder of ``qtype`` fills for its
+    threadgroup: a copy of its grid, and the selector grids' sign table beside it
+    (format_iq_grid.h, format_iq_selectors.h); 0 for a format without a grid. The tiled matrix
+    multiply's threadgroups take it beside their buffers (backends/head.py: tile_mma_fits);
+    tests/test_cuda_compile.py checks it against ptxas's count."""
+    grid = GRID_OF_FORMAT.get(qtype)
+    if grid is None:
+        return 0
+    return 4 * (grid.words().size + (KSIGNS.size if grid.selectors else 0))
