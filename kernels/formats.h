@@ -162,6 +162,16 @@ struct ByteLevels {
   static MUSER_FN void run_levels(P, uint32_t, MUSER_LOCAL uint32_t*, MUSER_LOCAL Affine*) {}
 };
 
+// HeadForms<0>: the decoders' forms that a head kernel chooses for itself, a kernel's header
+// specializing it (mma.h, tile_mma.h); read where the kernel instantiates its decoder, through a
+// template argument that depends on the decoder's own (a 0 from N or from share_grid's ZERO), so
+// the kernel's header, which follows the decoders', still decides. signed_points: IQ3_XXS's signed
+// level bytes from its signed points in shared memory (format_iq3_points.h), else computed.
+template <int ZERO>
+struct HeadForms {
+  enum { signed_points = 0 };
+};
+
 // A 16-bit float format F (F16, BF16): one little-endian 16-bit float per value, values i .. i+N-1
 // 2N-byte aligned; F::to_float(bits) is the value as float32 (scale 1, offset 0), and
 // F::to_floats<N> the N values of words w (value k in half k % 2 of w[k / 2]), which a format may

@@ -29,6 +29,13 @@
 
 namespace muser {
 
+// The matrix units' heads read IQ3_XXS's signed points (formats.h: HeadForms; docs/performance.md,
+// "Signed points": 1.31x faster at 16 rows; the one-row head, bytedot.h, slower with them).
+template <>
+struct HeadForms<0> {
+  enum { signed_points = 1 };
+};
+
 enum { mma_rows = 16, mma_cols = 8 };
 
 template <typename F, int DIMS, int VOCAB, int PARTS, int VTILES, int XTILES, int WORD_ROWS, typename TableP,

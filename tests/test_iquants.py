@@ -165,6 +165,27 @@ def test_selected_words_are_the_signed_levels_of_every_point():
                     assert list(got.to_bytes(4, "little"))[: expected.size] == expected.tolist(), (name, e, index, k)
 
 
+_SIGNED_POINTS_RUN = """
+#include "prelude_cpu.h"
+#include "format_iq3_xxs.h"
+extern "C" uint32_t signed_point(uint32_t i) { return muser::SignedPoints<muser::Format<muser::ggml::IQ3_XXS>>::word(i); }
+"""
+
+
+@needs_cxx
+def test_signed_points_are_gguf_pys_points_under_every_sign_pattern():
+    """The table IQ3_XXS's decoder fills in the CUDA matrix units' heads' shared memory
+    (SignedPoints): word 16 e + s is zero +- gguf-py's point e, value b minus where bit b of s is
+    set."""
+    lib = _compile(_SIGNED_POINTS_RUN, [KERNELS])
+    lib.signed_point.restype = ctypes.c_uint32
+    minus = (np.arange(16)[:, None] >> np.arange(4)) & 1  # [pattern, value]
+    grid = GRIDS["iq3xxs_grid"]
+    expected = grid.largest + grid.values.astype(np.int16)[:, None, :] * (1 - 2 * minus)  # [point, pattern, value]
+    got = [lib.signed_point(ctypes.c_uint32(i)) for i in range(expected.size // 4)]
+    assert np.array_equal(np.array(got, "<u4").view(np.uint8).reshape(expected.shape), expected)
+
+
 @pytest.mark.parametrize("qtype", IQ)
 @pytest.mark.parametrize("dialect", [CUDA, METAL], ids=["cuda", "metal"])
 def test_a_kernel_header_holds_its_own_grid_alone(dialect, qtype):

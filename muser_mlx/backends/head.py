@@ -90,7 +90,8 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
     stride; :func:`tile_mma_threads` a threadgroup) and threadgroups whose buffers the device's
     shared memory holds (``group_shared`` bytes; GeForce GPUs' 99 KiB hold every format's at 32
     rows of x a threadgroup and not Q8_0's, F16's and BF16's beyond) with what the format's
-    decoder keeps there (grids.shared_bytes: an IQ grid and its sign table, up to 8 KiB)."""
+    decoder keeps there (grids.shared_bytes: an IQ grid and its sign table, or IQ3_XXS's signed
+    points, up to 16 KiB)."""
     warpgroup = tuning.tile_mma_warpgroup(rows, warpgroups)
     xrows = tuning.tile_mma_xrows(rows, warpgroup)
     return (
@@ -274,7 +275,7 @@ def tile_mma_buffers(table: Table, xrows: int, warpgroup: bool) -> TileBuffers:
     warpgroup_bytes = WGMMA_ALIGN + 8 * stages if warpgroup else 0
     values = max(2 * (2 * TILE_ROWS + stages * xrows) * step_k + warpgroup_bytes, 2 * xrows * TILE_ROWS)
     # at least 48 KiB: MLX lifts a kernel's dynamic shared memory limit only above 48,000 bytes, and what
-    # an IQ format's decoder keeps in shared memory (grids.shared_bytes) takes up to 8 KiB more, which
+    # an IQ format's decoder keeps in shared memory (grids.shared_bytes) takes up to 16 KiB more, which
     # the default 48 KiB would not hold
     shared = max(2 * TILE_ROWS * raw + values, TILE_MIN_SHARED)
     return TileBuffers(chunk, raw, step_k, unroll, stages, shared)

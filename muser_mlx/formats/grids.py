@@ -166,13 +166,21 @@ def ksigns_selectors_header() -> str:
     )
 
 
+# The formats whose decoders read their grid's points under each of the 16 sign patterns of a word
+# in the matrix units' head kernels (kernels/format_iq3_points.h: a word per point and pattern).
+SIGNED_POINTS = ("IQ3_XXS",)
+SIGN_PATTERNS = 16
+
+
 def shared_bytes(qtype: str) -> int:
-    """Bytes of shared memory the CUDA head kernels' decoder of ``qtype`` fills for its
-    threadgroup: a copy of its grid, and the selector grids' sign table beside it
-    (format_iq_grid.h, format_iq_selectors.h); 0 for a format without a grid. The tiled matrix
-    multiply's threadgroups take it beside their buffers (backends/head.py: tile_mma_fits);
-    tests/test_cuda_compile.py checks it against ptxas's count."""
+    """Bytes of shared memory the decoder of ``qtype`` fills for a threadgroup of the CUDA matrix
+    units' head kernels: a copy of its grid, and the selector grids' sign table beside it
+    (format_iq_grid.h, format_iq_selectors.h), or its signed points (format_iq3_points.h); 0 for
+    a format without a grid. The tiled matrix multiply's threadgroups take it beside their buffers
+    (backends/head.py: tile_mma_fits); tests/test_cuda_compile.py checks it against ptxas's count."""
     grid = GRID_OF_FORMAT.get(qtype)
     if grid is None:
         return 0
+    if qtype in SIGNED_POINTS:
+        return 4 * SIGN_PATTERNS * grid.words().size
     return 4 * (grid.words().size + (KSIGNS.size if grid.selectors else 0))
