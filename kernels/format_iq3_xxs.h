@@ -14,7 +14,7 @@ template <>
 struct Format<ggml::IQ3_XXS> : ByteLevels<Format<ggml::IQ3_XXS>> {
   enum { block_values = 256, block_bytes = 98, affine_values = 32, level_bits = 7, zero = iq3xxs_grid_largest };
   enum { run_pair = 16 };  // values j .. j + 31 share a sub-block's signs and scale: one decode (bytedot.h)
-  enum { grid_points = 256 };  // SignedPoints: 16 KB of shared memory in the heads that take them
+  enum { grid_points = sizeof(iq3xxs_grid) / 4 };  // SignedPoints: 16 KB of shared memory in the heads that take them
   static MUSER_FN uint32_t grid_word(uint32_t e) { return iq3xxs_grid[e]; }
   // the signed points where the head takes them (formats.h: HeadForms), else the grid
   template <int ZERO = 0>

@@ -47,10 +47,10 @@ enum { muser_warp_lanes = 32 };  // kernels/matvec.h: warp_lanes
 // threadgroup makes at its start serves all its rows, and a warp's 32 reads of unrelated grid
 // points meet 32 banks rather than up to 32 cache lines.
 #define MUSER_SHARED_GRIDS
-template <int WORDS, int TAG = 0>
+template <int WORDS, int TAG>
 MUSER_FN uint32_t* muser_shared_words() {
   // one array per WORDS and TAG in a kernel (a generated array's copy: its <name>_tag,
-  // format_iq_grid.h; 0 is left to a table a decoder computes rather than copies),
+  // format_iq_grid.h; 0: IQ3_XXS's signed points, format_iq3_points.h, computed rather than copied),
   // 16-byte aligned: an IQ2 grid point's two words load as one
   __shared__ __align__(16) uint32_t words[WORDS];
   return words;

@@ -89,8 +89,8 @@ class Grid:
 def shared_tag(name: str) -> int:
     """The tag of the generated array ``name``'s copy in a head kernel's shared memory (``<name>_tag``
     in its header; kernels/format_iq_grid.h: MUSER_GRID), so that no two copies share one array:
-    1 + its place among the generated arrays; 0 is left to a table a decoder computes rather than
-    copies."""
+    1 + its place among the generated arrays; 0 is IQ3_XXS's signed points' (format_iq3_points.h),
+    computed rather than copied."""
     return 1 + [*GRIDS, KSIGNS_SELECTORS].index(name)
 
 
