@@ -29,7 +29,7 @@ import mlx.core as mx
 from muser_mlx import Embedding, Table
 from muser_mlx.backends import head, tuning
 
-from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes
+from common import GLIMMER, copy_bandwidth, fresh_ids, queued_seconds, random_q_bytes, tuning_constants
 
 HEADS = (("Q4_K", "bytedot", 1), ("Q4_K", "mma", 16), ("F16", "matvec", 1))
 REVISED = re.compile(r"prelude_cuda\.h|formats\.h|format_\w+\.h")  # the files the revision supplies
@@ -71,6 +71,7 @@ def main() -> None:
         "--head-kernel", choices=list(head.HEADS), help="this head kernel at every row count, not the one chosen"
     )
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--settings", default="", metavar="NAME=VALUE[;NAME=VALUE]", help="tuning constants for every tree")
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     args = p.parse_args()
@@ -84,7 +85,7 @@ def main() -> None:
         ref = None
         for _ in range(args.rounds):
             for name, variant in trees.items():
-                with tuning.fixed(KERNEL_SOURCES=variant):
+                with tuning.fixed(KERNEL_SOURCES=variant, **tuning_constants(args.settings)):
                     call = make_call()
                     out = call(*probe)
                     ref = out if ref is None else ref

@@ -25,16 +25,10 @@
 // mma_word_rows, where each was measured faster).
 // Needs from lanes_<dialect>.h: muser_level_pairs, muser_mma (in xh's type); from the prelude: muser_store.
 #pragma once
+#include "matrix_unit_forms.h"
 #include "table_rows.h"
 
 namespace muser {
-
-// The matrix units' heads read IQ3_XXS's signed points (formats.h: HeadForms; docs/performance.md,
-// "Signed points": 1.31x faster at 16 rows; the one-row head, bytedot.h, slower with them).
-template <>
-struct HeadForms<0> {
-  enum { signed_points = 1 };
-};
 
 enum { mma_rows = 16, mma_cols = 8 };
 

@@ -48,16 +48,9 @@
 // muser_bulk_wait;
 // from the prelude: muser_load_words, muser_load_words_at2.
 #pragma once
-#include "formats.h"
+#include "matrix_unit_forms.h"
 
 namespace muser {
-
-// The matrix units' heads read IQ3_XXS's signed points (formats.h: HeadForms; docs/performance.md,
-// "Signed points": 1.31x faster at 16 rows; the one-row head, bytedot.h, slower with them).
-template <>
-struct HeadForms<0> {
-  enum { signed_points = 1 };
-};
 
 enum { tile_rows = 128, tile_k = 32, tile_threads = 256 };
 

@@ -29,7 +29,7 @@ from muser_mlx import (
 from muser_mlx.backends import head
 from muser_mlx.backends.device import CUDA, METAL
 from muser_mlx.backends.tuning import KERNEL_SOURCES as KERNELS
-from muser_mlx.formats.grids import GRID_OF_FORMAT, GRIDS, KSIGNS
+from muser_mlx.formats.grids import GRID_OF_FORMAT, GRIDS, KSIGNS, SIGNED_POINTS, arrays_of, shared_bytes
 from muser_mlx.formats.write_grids import write_headers
 
 from conftest import assert_bits_equal, fixture, random_table_bytes, reference
@@ -186,15 +186,22 @@ def test_signed_points_are_gguf_pys_points_under_every_sign_pattern():
     assert np.array_equal(np.array(got, "<u4").view(np.uint8).reshape(expected.shape), expected)
 
 
+def test_the_shared_memory_counted_for_signed_points_is_the_kernels_choice():
+    """grids.SIGNED_POINTS (which counts their shared memory for tile_mma_fits) names the decoders
+    that read SignedPoints, and the matrix units' heads take them (kernels/matrix_unit_forms.h)."""
+    readers = [q for q in IQ if "SignedPoints<" in (KERNELS / FORMATS[q].kernel_file).read_text()]
+    assert sorted(readers) == sorted(SIGNED_POINTS)
+    assert re.search(r"signed_points = 1\b", (KERNELS / "matrix_unit_forms.h").read_text())
+    assert shared_bytes("IQ3_XXS") == 4 * 16 * 256  # 16 KB: a word per point and sign pattern
+
+
 @pytest.mark.parametrize("qtype", IQ)
 @pytest.mark.parametrize("dialect", [CUDA, METAL], ids=["cuda", "metal"])
 def test_a_kernel_header_holds_its_own_grid_alone(dialect, qtype):
     fmt = FORMATS[qtype]
     kernels = [dialect.gather_kernel, dialect.matvec_kernel, dialect.bytedot_kernel, dialect.mma_kernel]
-    grid = GRID_OF_FORMAT[qtype]
-    tables = ["ksigns_selectors", grid.name] if grid.selectors else [grid.name]  # the selector grids' sign bits first
     for kernel in filter(None, kernels):
-        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(fmt)) == tables
+        assert re.findall(r"MUSER_CONSTANT uint32_t (\w+)\[", kernel.header(fmt)) == list(arrays_of(qtype))
 
 
 # ---- llama.cpp's tables

@@ -12,7 +12,7 @@ from muser_mlx import FORMATS
 from muser_mlx.backends import tuning
 from muser_mlx.backends.device import CUDA, METAL
 from muser_mlx.backends.source import DeviceKernel, Launch, kernel_header
-from muser_mlx.formats.grids import GRID_OF_FORMAT
+from muser_mlx.formats.grids import arrays_of
 
 KERNELS = tuning.KERNEL_SOURCES
 Q4_K = FORMATS["Q4_K"]
@@ -36,9 +36,8 @@ def test_a_kernel_header_holds_its_tables_decoder_alone(dialect, qtype):
         assert re.findall(r"struct Format<ggml::(\w+)>", header) == [qtype]
         assert '#include "' not in header and "#pragma once" not in header and "//" not in header
     assert "muser_sum" not in gather and "muser_sum" in matvec  # the LM heads' lane operations
-    grid = GRID_OF_FORMAT.get(qtype)  # a codebook's words come on top (kernels/iq*_grid.h, ksigns_selectors.h)
-    tables = ([grid.kernel_file] + (["ksigns_selectors.h"] if grid.selectors else [])) if grid else []
-    words = sum(len(kernel_header([name])) for name in tables)
+    # a codebook's words come on top (kernels/iq*_grid.h, ksigns_selectors.h)
+    words = sum(len(kernel_header([f"{name}.h"])) for name in arrays_of(qtype))
     # bytes (IQ4_XS on CUDA: 13.8 KB, its value table, the prelude's two lookups of it and its
     # row type in it); 40.1 KB with every decoder in it, none of the grids
     assert len(gather) - words < 14_500

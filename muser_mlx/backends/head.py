@@ -167,8 +167,9 @@ def float_matmul(table: Table, x: mx.array, backend: str) -> mx.array:
 
 
 def streaming_threads(vocab: int, vrows: int) -> int:
-    """One warp per ``vrows`` vocab rows, grid-striding beyond MAX_THREADS."""
-    return min(-(-vocab // vrows), MAX_THREADS // WARP) * WARP
+    """One warp per ``tuning.HEAD_STREAM_PASSES`` passes of ``vrows`` vocab rows, grid-striding
+    (and beyond MAX_THREADS)."""
+    return min(-(-vocab // (vrows * tuning.HEAD_STREAM_PASSES)), MAX_THREADS // WARP) * WARP
 
 
 def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead: tuple, dtype: mx.Dtype) -> Launch:

@@ -166,6 +166,16 @@ def ksigns_selectors_header() -> str:
     )
 
 
+def arrays_of(qtype: str) -> tuple[str, ...]:
+    """The generated arrays (``kernels/<name>.h``) the decoders of ``qtype`` read, in the order
+    its kernel headers hold them: a selector grid's sign bits (ksigns_selectors) before the grid;
+    none for a format without a grid."""
+    grid = GRID_OF_FORMAT.get(qtype)
+    if grid is None:
+        return ()
+    return (KSIGNS_SELECTORS, grid.name) if grid.selectors else (grid.name,)
+
+
 # The formats whose decoders read their grid's points under each of the 16 sign patterns of a word
 # in the matrix units' head kernels (kernels/format_iq3_points.h: a word per point and pattern).
 SIGNED_POINTS = ("IQ3_XXS",)
