@@ -163,10 +163,11 @@ struct ByteLevels {
 };
 
 // HeadForms<0>: the decoders' forms that a head kernel chooses for itself, a kernel's header
-// specializing it (mma.h, tile_mma.h); read where the kernel instantiates its decoder, through a
-// template argument that depends on the decoder's own (a 0 from N or from share_grid's ZERO), so
-// the kernel's header, which follows the decoders', still decides. signed_points: IQ3_XXS's signed
-// level bytes from its signed points in shared memory (format_iq3_points.h), else computed.
+// specializing it (matrix_unit_forms.h, for mma.h and tile_mma.h); read where the kernel
+// instantiates its decoder, through a template argument that depends on the decoder's own (a 0
+// from N or from share_grid's ZERO), so the kernel's header, which follows the decoders', still
+// decides. signed_points: IQ3_XXS's signed level bytes from its signed points in shared memory
+// (format_iq3_points.h), else computed.
 template <int ZERO>
 struct HeadForms {
   enum { signed_points = 0 };
