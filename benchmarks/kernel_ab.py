@@ -5,6 +5,7 @@ against the copy bandwidth of the same run. CUDA only.
 
     python benchmarks/kernel_ab.py --against main --formats Q4_K Q6_K Q8_0 BF16 --heads
     python benchmarks/kernel_ab.py --against main --whole --formats --head-formats Q4_K IQ2_XXS --head-rows 1 16
+    python benchmarks/kernel_ab.py --against <folder> --whole --formats --head-formats IQ3_XXS --settings HEAD_STREAM_PASSES=4
 
 Each round compiles the kernels from a folder holding the revision's prelude_cuda.h, formats.h
 and format_*.h block decoders beside this tree's kernel templates (with --whole, the revision's
@@ -13,7 +14,8 @@ that all give the same output, and times queued calls (common.queued_seconds): l
 and 32,768 ids per format, and with --heads the LM heads of Q4_K (bytedot at 1 row of float16 x,
 mma at 16) and of F16 (matvec at 1 row), with --head-formats those formats' heads at --head-rows
 rows of float16 x (the kernel backends.head.choose picks, or --head-kernel), each against the table bytes it
-streams. (Python code is not compared: benchmarks/tree_ab.py does.)
+streams; every tree under the tuning constants of --settings. (Python code is not compared:
+benchmarks/tree_ab.py does.)
 """
 
 from __future__ import annotations

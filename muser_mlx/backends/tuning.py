@@ -70,9 +70,11 @@ COMPILED_ROWS = MATVEC_MAX_ROWS
 # one row and TQ2_0 at 16, 3% slower for IQ2_XXS at one row.
 HEAD_THREADGROUP = 256
 HEAD_THREADGROUP_BY_FORMAT = {"Q2_K": 64, "Q3_K": 64, "Q6_K": 64, "TQ2_0": 64}
-# Passes of VROWS table rows per warp of the streamed heads (matvec, bytedot): the grid holds
+# Passes of VROWS table rows per warp of the streamed heads (matvec, bytedot, mma): the grid holds
 # vocab / (VROWS * passes) warps, each striding over the rest, so a threadgroup's fill of its
-# shared grids (the grid formats' share_grid) is paid once per passes * VROWS rows a warp.
+# shared grids (share_grid) and its first loads are paid once per passes * VROWS rows a warp. The
+# grid formats' one-row heads took 1-8% less at 4-8 passes on an H100, most where the threadgroups
+# made one whole wave of its SMs, which a launch cannot see ("Threadgroups of more rows"): so 1.
 HEAD_STREAM_PASSES = 1
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
