@@ -31,12 +31,7 @@ inline float muser_f32_bits_to_float(uint32_t bits) {
   return f;
 }
 
-inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
-// As prelude_cuda.h's, by shifts and masks.
-inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
-inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
-  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
-}
+#include "prelude_shifts.h"
 // Byte k: byte (nibble k of sel) & 7 of hi:lo, as CUDA's prmt: one byte shuffle (SSSE3's pshufb,
 // the selector's nibbles spread to bytes) or a shift of the 8 bytes per byte.
 inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
@@ -51,10 +46,6 @@ inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
   for (int k = 0; k < 4; ++k) r |= uint32_t(bytes >> (8 * ((sel >> (4 * k)) & 7u)) & 255u) << (8 * k);
   return r;
 #endif
-}
-inline uint32_t muser_sign_bytes(uint32_t w) { return ((w >> 7) & 0x01010101u) * 255u; }
-inline uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {
-  return ((lo >> (8 * k)) & 255u) | ((hi >> (8 * k)) & 255u) << 8;
 }
 
 // W little-endian words from p (x86-64 and ARM hosts are little-endian).

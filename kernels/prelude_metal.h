@@ -9,12 +9,7 @@ using namespace metal;
 
 inline float muser_f16_bits_to_float(uint16_t bits) { return float(as_type<half>(bits)); }
 inline float muser_f32_bits_to_float(uint32_t bits) { return as_type<float>(bits); }
-inline uint32_t muser_mantissa_byte(uint32_t w, int k) { return 0x4B000000u | ((w >> (8 * k)) & 255u); }
-// As prelude_cuda.h's, by shifts and masks.
-inline uint32_t muser_odd_bytes(uint32_t w) { return (w >> 8) & 0x00FF00FFu; }
-inline uint32_t muser_lane_high_bytes(uint32_t even, uint32_t odd) {
-  return ((even >> 8) & 0x00FF00FFu) | (odd & 0xFF00FF00u);
-}
+#include "prelude_shifts.h"
 inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
   uint32_t r = 0;
   for (int k = 0; k < 4; ++k) {
@@ -22,10 +17,6 @@ inline uint32_t muser_select_bytes(uint32_t lo, uint32_t hi, uint32_t sel) {
     r |= (((s < 4 ? lo : hi) >> (8 * (s & 3u))) & 255u) << (8 * k);
   }
   return r;
-}
-inline uint32_t muser_sign_bytes(uint32_t w) { return ((w >> 7) & 0x01010101u) * 255u; }
-inline uint32_t muser_byte_pair(uint32_t lo, uint32_t hi, uint32_t k) {
-  return ((lo >> (8 * k)) & 255u) | ((hi >> (8 * k)) & 255u) << 8;
 }
 
 // The table's bytes from the words the gather is given (backends/gather.py, table_words).
