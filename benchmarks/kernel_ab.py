@@ -77,7 +77,7 @@ def main() -> None:
     p.add_argument("--dims", type=int, default=GLIMMER["dims"])
     p.add_argument("--vocab", type=int, default=GLIMMER["vocab"])
     args = p.parse_args()
-    dims, vocab = args.dims, args.vocab
+    dims, vocab, settings = args.dims, args.vocab, tuning_constants(args.settings)
     copy = copy_bandwidth()
     print(f"copy {copy / 1e9:.0f} GB/s; tables of vocab {vocab:,} x dims {dims:,}", flush=True)
     trees = variants(args.against, args.whole)
@@ -87,7 +87,7 @@ def main() -> None:
         ref = None
         for _ in range(args.rounds):
             for name, variant in trees.items():
-                with tuning.fixed(KERNEL_SOURCES=variant, **tuning_constants(args.settings)):
+                with tuning.fixed(KERNEL_SOURCES=variant, **settings):
                     call = make_call()
                     out = call(*probe)
                     ref = out if ref is None else ref

@@ -176,6 +176,11 @@ def arrays_of(qtype: str) -> tuple[str, ...]:
     return (KSIGNS_SELECTORS, grid.name) if grid.selectors else (grid.name,)
 
 
+def array_words(name: str) -> np.ndarray:
+    """uint32: the words of the generated array ``name`` (a grid's, or ksigns_selectors)."""
+    return ksigns_selectors() if name == KSIGNS_SELECTORS else GRIDS[name].words()
+
+
 # The formats whose decoders read their grid's points under each of the 16 sign patterns of a word
 # in the matrix units' head kernels (kernels/format_iq3_points.h: a word per point and pattern).
 SIGNED_POINTS = ("IQ3_XXS",)
@@ -188,9 +193,6 @@ def shared_bytes(qtype: str) -> int:
     (format_iq_grid.h, format_iq_selectors.h), or its signed points (format_iq3_points.h); 0 for
     a format without a grid. The tiled matrix multiply's threadgroups take it beside their buffers
     (backends/head.py: tile_mma_fits); tests/test_cuda_compile.py checks it against ptxas's count."""
-    grid = GRID_OF_FORMAT.get(qtype)
-    if grid is None:
-        return 0
     if qtype in SIGNED_POINTS:
-        return 4 * SIGN_PATTERNS * grid.words().size
-    return 4 * (grid.words().size + (KSIGNS.size if grid.selectors else 0))
+        return 4 * SIGN_PATTERNS * GRID_OF_FORMAT[qtype].words().size
+    return 4 * sum(array_words(name).size for name in arrays_of(qtype))
