@@ -29,12 +29,7 @@ from muser_mlx.backends import device, head, tuning
 
 from common import GLIMMER, markdown, save, tuning_constants
 
-C_TYPES = {
-    "table": "uint64_t",
-    "x": "uint32_t",
-    "out": "__half",
-    "claims": "uint32_t",
-}  # the table's words, x's run records, out
+C_TYPES = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}  # the table's words, x's run records, out
 RECORD = "sass_bytedot_one_row"  # the committed record: every quantized format as tuned
 LINE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 

@@ -106,7 +106,7 @@ void head_rows(const HeadJob& job, XP x, uint32_t first, uint32_t end) {
   auto run = [&]<int ROWS>() {
     for (uint32_t w = first / head_vrows; w * head_vrows < end; ++w) {
       muser::stream_logits<F, ROWS, head_vrows, Lanes<ROWS>, const uint8_t*>(job.table, x, job.n, static_cast<X*>(job.out),
-                                                                           job.dims, job.vocab, w, muser::StridedRows{warps});
+                                                                           job.dims, job.vocab, w, warps);
     }
   };
   if (job.n == 1) {

@@ -7,8 +7,7 @@
 // muser_dot4 per 4 values and plane, and the run adds
 //   unit * (scale * sum((byte - zero) * X) - offset * sum(X))
 // to its logit (formats.h: value = scale * (byte - zero) - offset).
-// The frame is matvec.h's stream_logits: one warp per VROWS vocab rows, the next as Rows says
-// (StridedRows, or ClaimedRows where the dialect has muser_claim); ROWS rows of
+// The frame is matvec.h's stream_logits: one warp per VROWS vocab rows, grid-stride; ROWS rows of
 // x per pass. ByteLanes: per step lane l takes RUNS runs of unit u (u = l, l + 32, ...): RUNS 2
 // or 4, values i + P q for q < RUNS, P = F::run_pair (formats.h; where it is 16, and for Q4_K,
 // Q5_K and the decodes_runs formats, runs P apart share their bytes),
@@ -96,13 +95,13 @@ struct ByteLanes {
 };
 
 template <typename F, int DIMS, int VOCAB, int ROWS, int VROWS, int RUNS, int PLANES, typename TableP, typename XP,
-          typename OutP, typename Rows>
-MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, Rows warp_rows) {
+          typename OutP>
+MUSER_FN void bytedot(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t thread_index, uint32_t thread_count) {
   static_assert(DIMS % (x_run_values * 2 * RUNS) == 0, "whole units of RUNS runs");
   static_assert(ROWS * VROWS <= warp_lanes, "one lane per logit of a pass");
   typedef typename row_type<F, DIMS, TableP>::type RowP;
   stream_logits<F, ROWS, VROWS, ByteLanes<F, ROWS, VROWS, RUNS, PLANES>, RowP>(table, x, n_rows, out, DIMS, VOCAB,
-                                                                               thread_index, warp_rows);
+                                                                               thread_index, thread_count);
 }
 
 }  // namespace muser

@@ -41,7 +41,6 @@ struct Barrier {
 struct Warp {
   Barrier sync;
   float slots[warp_lanes];
-  uint32_t claimed;                      // warp_claim: lane 0's result
   uint32_t fragments[warp_lanes][6];     // warp_mma: each lane's a[4], b[2]; warp_wgmma64: a[4]
   const uint8_t* addresses[warp_lanes];  // ldmatrix4: each lane's row address
 
@@ -138,19 +137,6 @@ inline float warp_sum(float v) {
   }
   w.barrier();
   return sum;
-}
-
-// Every lane gets the counter's value before lane 0 added `rows` to it atomically (the warps are
-// concurrent threads).
-inline uint32_t warp_claim(uint32_t* claims, uint32_t rows) {
-  Warp& w = *lane.warp;
-  if (lane.index == 0) {
-    w.claimed = __atomic_fetch_add(claims, rows, __ATOMIC_RELAXED);
-  }
-  w.barrier();
-  const uint32_t first = w.claimed;
-  w.barrier();
-  return first;
 }
 
 // A[row][k] (row, k < 16) of the A fragments a warp's lanes left in w.fragments[lane][0..3], PTX

@@ -7,8 +7,6 @@
 
 enum { muser_warp_lanes = muser_cpu::warp_lanes };  // kernels/matvec.h: warp_lanes
 inline float muser_sum(float v) { return muser_cpu::warp_sum(v); }
-#define MUSER_CLAIMS  // lanes_cuda.h's, lane 0's add atomic among the warps' threads
-inline uint32_t muser_claim(uint32_t* claims, uint32_t rows) { return muser_cpu::warp_claim(claims, rows); }
 
 // The matrix unit (kernels/mma.h), emulated: muser_cpu::warp_mma. H is _Float16 or
 // muser_bfloat16 (the type of x); muser_level_pairs as in lanes_cuda.h, by way of float.

@@ -71,17 +71,6 @@ MUSER_FN void muser_fill_words(uint32_t* to, uint32_t words) {
   __syncthreads();
 }
 
-// The first of the next `rows` rows of the counter at claims for the calling warp (all lanes
-// active; matvec.h: ClaimedRows): lane 0's atomic add, every lane gets its result.
-#define MUSER_CLAIMS
-MUSER_FN uint32_t muser_claim(uint32_t* claims, uint32_t rows) {
-  uint32_t first = 0;
-  if (threadIdx.x % 32 == 0) {
-    first = atomicAdd(claims, rows);
-  }
-  return __shfl_sync(0xffffffffu, first, 0);
-}
-
 // Sum over the 32 lanes of a warp (all lanes active), every lane gets the result.
 MUSER_FN float muser_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) {

@@ -3,8 +3,7 @@
 //
 // The frame, stream_logits (shared with bytedot.h): one warp (warp_lanes threads: the dialect's
 // muser_warp_lanes, 32 on the GPUs, 1 for the CPU extension's threads) per VROWS consecutive vocab
-// rows, the next VROWS as its Rows say (StridedRows: a grid-stride; ClaimedRows: a counter the
-// warps advance); per pass over ROWS rows of x, the kernel's Lanes::add gives each
+// rows, grid-stride over them; per pass over ROWS rows of x, the kernel's Lanes::add gives each
 // lane's share of the VROWS * ROWS logits, muser_sum reduces each across the warp and lane
 // (v * ROWS + m) % warp_lanes stores logit (m, r0 + v). Every lane of a warp runs the same loop
 // trip counts, so all reach each muser_sum.
@@ -19,8 +18,7 @@
 // The sizes come at run time (dims, vocab: the CPU extension, one build for every table); the GPU
 // dialects' matvec<> passes its compiled-in DIMS and VOCAB.
 // Needs from lanes_<dialect>.h: muser_warp_lanes, muser_sum (a sum over the lanes of a warp),
-// muser_load_x (and, where it defines MUSER_DOT, muser_dot; where it defines MUSER_CLAIMS,
-// muser_claim); from the prelude: muser_store.
+// muser_load_x (and, where it defines MUSER_DOT, muser_dot); from the prelude: muser_store.
 #pragma once
 #include "formats.h"
 
@@ -28,42 +26,18 @@ namespace muser {
 
 enum { warp_lanes = muser_warp_lanes };
 
-// The vocab rows a warp streams, VROWS at a time: first(thread_index, VROWS), then next(r, VROWS)
-// after rows r .. r + VROWS - 1, until one is past the table.
-// StridedRows: warp w's rows w VROWS, then every `warps` VROWS (a grid-stride), fixed by the launch.
-struct StridedRows {
-  uint32_t warps;
-  MUSER_FN uint32_t first(uint32_t thread_index, uint32_t vrows) const { return thread_index / warp_lanes * vrows; }
-  MUSER_FN uint32_t next(uint32_t r, uint32_t vrows) const { return r + warps * vrows; }
-};
-
-#ifdef MUSER_CLAIMS
-// ClaimedRows: the next VROWS of the counter *claims (zero when the kernel starts), which each warp
-// advances by an atomic add whenever it is free (muser_claim), so the rows go to the warps that are
-// running, however many a GPU holds at once: a launch of a fixed number of threadgroups neither
-// pays a threadgroup's start (an IQ grid's copy to shared memory, its first loads) per few rows nor
-// leaves SMs idle while the last threadgroups of an uneven wave finish (docs/performance.md,
-// "Rows claimed by the warps").
-struct ClaimedRows {
-  uint32_t* claims;
-  MUSER_FN uint32_t first(uint32_t, uint32_t vrows) const { return muser_claim(claims, vrows); }
-  MUSER_FN uint32_t next(uint32_t, uint32_t vrows) const { return muser_claim(claims, vrows); }
-};
-#endif
-
 // Lanes::add(rows, x, m0, live, lane, dims, acc) adds the lane's share of logit (m0 + m, row v) to
 // acc[v][m] for the VROWS table rows rows[v] (in a table of fewer than VROWS rows, its last row
 // again, stored nowhere) and the live <= ROWS rows of x from m0 (the rest are never stored);
-// RowP(p) is the row at byte pointer p as the decoders take it (table_rows.h: row_type); Rows: the
-// warp's rows (StridedRows, ClaimedRows).
-template <typename F, int ROWS, int VROWS, typename Lanes, typename RowP, typename TableP, typename XP, typename OutP,
-          typename Rows>
+// RowP(p) is the row at byte pointer p as the decoders take it (table_rows.h: row_type).
+template <typename F, int ROWS, int VROWS, typename Lanes, typename RowP, typename TableP, typename XP, typename OutP>
 MUSER_FN void stream_logits(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
-                            uint32_t thread_index, Rows warp_rows) {
+                            uint32_t thread_index, uint32_t thread_count) {
   F::share_grid();
   const uint64_t row_bytes = uint64_t(dims / F::block_values) * F::block_bytes;
   const uint32_t lane = thread_index % warp_lanes;
-  for (uint32_t r = warp_rows.first(thread_index, VROWS); r < vocab; r = warp_rows.next(r, VROWS)) {
+  const uint32_t step = thread_count / warp_lanes * VROWS;
+  for (uint32_t r = thread_index / warp_lanes * VROWS; r < vocab; r += step) {
     // rows r0 .. r0 + VROWS - 1, all in the table: at its end r0 < r (the rows before r again,
     // the same logits stored twice), and a table of fewer rows repeats its last.
     const uint32_t r0 = vocab <= uint32_t(VROWS) ? 0u : r < vocab - VROWS ? r : vocab - VROWS;
@@ -142,8 +116,7 @@ template <typename F, int VALUES, int ROWS, int VROWS, typename TableP, typename
 MUSER_FN void matvec_rows(TableP table, XP x, uint32_t n_rows, OutP out, uint32_t dims, uint32_t vocab,
                           uint32_t thread_index, uint32_t thread_count) {
   stream_logits<F, ROWS, VROWS, FloatLanes<F, VALUES, ROWS, VROWS>, TableP>(table, x, n_rows, out, dims, vocab,
-                                                                            thread_index,
-                                                                            StridedRows{thread_count / warp_lanes});
+                                                                            thread_index, thread_count);
 }
 
 template <typename F, int DIMS, int VOCAB, int VALUES, int ROWS, int VROWS, typename TableP, typename XP,

@@ -280,24 +280,13 @@ def cpu_x_runs(table, x: mx.array) -> mx.array:
     return mx.array(runs)
 
 
-_BYTEDOT_RUN = """
-extern "C" int run(const void* table, const void* x, uint32_t n, void* out, uint32_t grid) {{
-  uint32_t claims = 0;
-  return muser_cpu::run_warps(grid, [&](uint32_t t) {{ {call}; }}) ? 1 : 0;
-}}
-"""
-
-
 def cpu_bytedot(table, x: mx.array, warps: int | None = None) -> mx.array:
     """kernels/bytedot.h through prelude_cpu.h and lanes_cpu.h (muser_dot4 emulated byte by byte) on
-    :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), tuning's layout; the
-    warps claim their rows from a counter where the launch does (tuning.HEAD_CLAIMS), else
-    grid-stride."""
+    :func:`cpu_x_runs` of x, ``warps`` warps (default: the package's grid), tuning's layout."""
     x_type, launch = C_TYPES[x.dtype][0], bytedot_launch(table, x)
     args = _template_args(launch, "DIMS", "VOCAB", "ROWS", "VROWS", "RUNS", "PLANES")
-    rows = "muser::ClaimedRows{&claims}" if launch.claims else "muser::StridedRows{grid / 32}"
-    call = f"muser::bytedot<{args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, {rows})"
-    lib = _cpu_lib("bytedot.h", _BYTEDOT_RUN.format(call=call))
+    call = f"muser::bytedot<{args}>((const uint8_t*)table, (const uint32_t*)x, n, ({x_type}*)out, t, grid)"
+    lib = _cpu_lib("bytedot.h", _MATVEC_RUN.format(dims=table.dims, call=call))
     return _run_matvec(lib, table, x, warps, launch, operand=cpu_x_runs(table, x))
 
 

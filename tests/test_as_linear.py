@@ -120,16 +120,12 @@ def test_cpu_mma_kernel(problem, warps, tiles):
     st.integers(1, 3),
     st.sampled_from([2, 4, 8]),
     st.sampled_from([1, 2, 4]),
-    st.booleans(),
 )
-def test_cpu_bytedot_kernel(problem, warps, vrows, runs, claims):
-    """kernels/bytedot.h, CPU dialect (dp4a emulated): warps that claim their rows from a counter
-    or grid-stride, idle warps, every pass width, every lane layout (RUNS 2 or 4 where dims allow,
-    else fewer), VROWS capped at 32 / ROWS."""
+def test_cpu_bytedot_kernel(problem, warps, vrows, runs):
+    """kernels/bytedot.h, CPU dialect (dp4a emulated): grid-stride and idle warps, every pass
+    width, every lane layout (RUNS 2 or 4 where dims allow, else fewer), VROWS capped at 32 / ROWS."""
     table, data, x = problem
-    layout = {"BYTEDOT_VROWS": vrows, "BYTEDOT_VROWS_BY_FORMAT": {}, "BYTEDOT_RUNS": runs, "BYTEDOT_RUNS_BY_FORMAT": {}}
-    with tuning.fixed(HEAD_CLAIMS=claims, **layout):
-        assert bytedot_launch(table, x).claims == claims
+    with tuning.fixed(BYTEDOT_VROWS=vrows, BYTEDOT_VROWS_BY_FORMAT={}, BYTEDOT_RUNS=runs, BYTEDOT_RUNS_BY_FORMAT={}):
         assert_close(cpu_bytedot(table, x, warps), x, dequantized(data, table.qtype))
 
 
@@ -734,32 +730,6 @@ def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
                 with tuning.fixed(HEAD_THREADGROUP=threadgroup, HEAD_THREADGROUP_BY_FORMAT={}):
                     got = kernel(table, x, _GPU_BACKEND)
                 assert np.array_equal(np.array(got), np.array(expected)), (qtype, n, kernel.__name__)
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the byte dot products)")
-@pytest.mark.parametrize("claim_warps", [1, 5, 8192])
-def test_gpu_bytedot_warps_claim_rows(claim_warps):
-    """The byte dot products' warps that claim their rows from a counter (kernels/matvec.h:
-    ClaimedRows) store the grid-stride's logits bit for bit: one warp claiming every row, a few,
-    one per claim of a vocab no VROWS divides; two launches in one evaluation, each zeroing its
-    own counter."""
-    rng = np.random.default_rng(claim_warps)
-    for qtype in ("Q4_K", "IQ2_XXS", "TQ1_0", "Q2_K"):
-        data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
-        table = Table.from_bytes(data, qtype, 512)
-        for n in (1, 3):
-            x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
-            xs = (x, 2 * x)
-            with tuning.fixed(HEAD_CLAIMS=False):
-                expected = [np.array(head.bytedot(table, x, "cuda")) for x in xs]
-            with tuning.fixed(HEAD_CLAIMS=True, HEAD_CLAIM_WARPS=claim_warps):
-                launch = head.bytedot_launch(table, x)
-                assert launch.claims and launch.grid[0] == min(-(-1001 // launch.define("VROWS")), claim_warps) * 32
-                got = [head.bytedot(table, x, "cuda") for x in xs]
-                mx.eval(got)
-            for g, e in zip(got, expected, strict=True):
-                assert np.array_equal(np.array(g), e), (qtype, n)
 
 
 def test_streamed_heads_threadgroup_by_format():

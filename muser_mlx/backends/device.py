@@ -85,7 +85,7 @@ class DeviceBackend:
         self.matvec_kernel = kernel("matvec", ["table", "x"], ["out"])
         self.byte_dots = byte_dots
         self.xruns_kernel = kernel("xruns", ["x"], ["runs"]) if byte_dots else None
-        self.bytedot_kernel = kernel("bytedot", ["table", "x"], ["out", "claims"]) if byte_dots else None
+        self.bytedot_kernel = kernel("bytedot", ["table", "x"], ["out"]) if byte_dots else None
         self.mma_kernel = kernel("mma", ["table", "xh", "x_sums"], ["out"]) if matrix_units else None
         self.tile_mma_kernel = kernel("tile_mma", ["table", "x", "x_steps"], ["out"]) if matrix_units else None
         self.matrix_units = matrix_units or (lambda: False)

@@ -172,31 +172,16 @@ def streaming_threads(vocab: int, vrows: int) -> int:
     return min(-(-vocab // (vrows * tuning.HEAD_STREAM_PASSES)), MAX_THREADS // WARP) * WARP
 
 
-def claiming_threads(vocab: int, vrows: int) -> int:
-    """A warp per ``vrows`` vocab rows, at most ``tuning.HEAD_CLAIM_WARPS``: warps that claim
-    their rows (kernels/matvec.h: ClaimedRows)."""
-    return min(-(-vocab // vrows), tuning.HEAD_CLAIM_WARPS) * WARP
-
-
-def _launch(
-    table: Table,
-    defines: tuple[tuple[str, int], ...],
-    vrows: int,
-    lead: tuple,
-    dtype: mx.Dtype,
-    claims: bool = False,
-) -> Launch:
-    """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid), or
-    where it ``claims`` a warp per claim (:func:`claiming_threads`), out ``lead + (vocab,)``."""
-    threads = claiming_threads if claims else streaming_threads
+def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead: tuple, dtype: mx.Dtype) -> Launch:
+    """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid),
+    out ``lead + (vocab,)``."""
     return Launch(
         format=table.format,
         defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
-        grid=(threads(table.vocab, vrows), 1, 1),
+        grid=(streaming_threads(table.vocab, vrows), 1, 1),
         threadgroup=(tuning.head_threadgroup(table.qtype), 1, 1),
         output_shape=(*lead, table.vocab),
         output_dtype=dtype,
-        claims=claims,
     )
 
 
@@ -234,11 +219,10 @@ def xruns_launch(table: Table, x: mx.array) -> Launch:
 
 def bytedot_launch(table: Table, x: mx.array) -> Launch:
     """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
-    tuning.bytedot_layout, PLANES (:func:`x_planes`); its warps claim their rows where
-    tuning.HEAD_CLAIMS says so."""
+    tuning.bytedot_layout, PLANES (:func:`x_planes`)."""
     rows, vrows, runs = tuning.bytedot_layout(x_rows(x), table.dims, table.qtype)
     defines = (("ROWS", rows), ("VROWS", vrows), ("RUNS", runs), ("PLANES", x_planes(x.dtype)))
-    return _launch(table, defines, vrows, x.shape[:-1], x.dtype, claims=tuning.HEAD_CLAIMS)
+    return _launch(table, defines, vrows, x.shape[:-1], x.dtype)
 
 
 def mma_launch(table: Table, x: mx.array) -> Launch:

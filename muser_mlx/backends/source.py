@@ -21,11 +21,6 @@ from ..formats import Format
 from . import tuning
 
 _INCLUDE = re.compile(r'#include "(\w+\.h)"')
-# uint32 words of a claiming launch's counter output, of which the kernel uses the first: MLX's
-# CUDA allocator serves 8 bytes and less from managed memory advised read-mostly, where every
-# atomic add invalidates the copies others read (a one-row head took 36 ms with a one-word
-# counter against 0.2 ms without one; docs/performance.md, "Rows claimed by the warps").
-CLAIM_WORDS = 4
 _DEFINE = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
@@ -62,10 +57,7 @@ class Launch:
     type ``#define``d as FORMAT; None for a kernel that reads no table) and the integer
     ``defines`` (``#define``d in order after the header), run on ``grid`` threads in threadgroups
     of ``threadgroup``, writing one output of ``output_shape`` and ``output_dtype``;
-    ``shared_bytes``: the dynamic shared memory each threadgroup takes (CUDA; 0: none);
-    ``claims``: its warps claim their work from a counter (kernels/matvec.h: ClaimedRows), a
-    second output of CLAIM_WORDS uint32 that MLX zeroes before the launch, with CLAIMS
-    ``#define``d 1."""
+    ``shared_bytes``: the dynamic shared memory each threadgroup takes (CUDA; 0: none)."""
 
     format: Format | None
     defines: tuple[tuple[str, int], ...]
@@ -74,7 +66,6 @@ class Launch:
     output_shape: tuple[int, ...]
     output_dtype: mx.Dtype
     shared_bytes: int = 0
-    claims: bool = False
 
     def __post_init__(self):  # per call: kept to what a launch can get wrong at run time
         if len(self.grid) != 3 or min(self.grid) < 1 or len(self.threadgroup) != 3 or min(self.threadgroup) < 1:
@@ -91,17 +82,15 @@ class Launch:
 
     def define_lines(self) -> str:
         """The constants as they follow the kernel's header: a ``#define`` line each, FORMAT (the
-        format's ggml type) first, then ``defines`` in order, then CLAIMS where the launch claims."""
-        fmt = () if self.format is None else (("FORMAT", self.format.ggml_type),)
-        defines = fmt + self.defines + ((("CLAIMS", 1),) if self.claims else ())
+        format's ggml type) first, then ``defines`` in order."""
+        defines = (() if self.format is None else (("FORMAT", self.format.ggml_type),)) + self.defines
         return "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
 
 
 class DeviceKernel:
     """One kernel of one dialect: ``name`` (``kernels/<name>.h``), its ``inputs`` and ``outputs``
-    (MLX's names for the body; a second output is the counter of a launch that claims, and absent
-    from one that does not: :class:`Launch`), ``register`` (returns MLX's ``metal_kernel`` /
-    ``cuda_kernel``), ``lanes`` (an LM head: it takes the dialect's lane operations).
+    (MLX's names for the body), ``register`` (returns MLX's ``metal_kernel`` / ``cuda_kernel``),
+    ``lanes`` (an LM head: it takes the dialect's lane operations).
 
     The header MLX gets is the files' text (:func:`kernel_header`), or, where the dialect's
     compiler reads files (``includes``: NVRTC), ``#include`` lines naming them: MLX's CUDA backend
@@ -154,37 +143,29 @@ class DeviceKernel:
             return self.header(fmt) if text is None else text
         return "\n".join(f'#include "{folder / name}"' for name in self.files(fmt))
 
-    def outputs_of(self, launch: Launch) -> list[str]:
-        """The outputs ``launch`` writes: the first, and the counter where it claims."""
-        if launch.claims and len(self.outputs) < 2:
-            raise ValueError(f"kernel {self.name} has no counter to claim from (outputs {', '.join(self.outputs)})")
-        return self.outputs[: 2 if launch.claims else 1]
-
-    def _arguments(self, launch: Launch) -> dict:
-        """MLX's call arguments for ``launch`` beside its inputs; a counter, zeroed."""
-        counter = launch.claims
-        return {
-            "grid": launch.grid,
-            "threadgroup": launch.threadgroup,
-            "output_shapes": [launch.output_shape, *([(CLAIM_WORDS,)] if counter else [])],
-            "output_dtypes": [launch.output_dtype, *([mx.uint32] if counter else [])],
-            **({"init_value": 0} if counter else {}),
-        }
-
     def __call__(self, launch: Launch, inputs: list[mx.array], **options) -> mx.array:
         """The launch's output (``options``: more of MLX's kernel call arguments, e.g. ``verbose``)."""
-        kernel = self._kernel(launch, tuple(a.dtype for a in inputs))
-        return kernel(inputs=inputs, **self._arguments(launch), **options)[0]
+        return self._kernel(launch, tuple(a.dtype for a in inputs))(
+            inputs=inputs,
+            grid=launch.grid,
+            threadgroup=launch.threadgroup,
+            output_shapes=[launch.output_shape],
+            output_dtypes=[launch.output_dtype],
+            **options,
+        )[0]
 
     def runner(self, launch: Launch, dtypes: tuple[mx.Dtype, ...]) -> Callable[[list[mx.array]], mx.array]:
         """``inputs -> output``: the launch for inputs of ``dtypes``, its kernel found and its
         arguments made once, for a caller that repeats it (the gather keeps one per ids shape):
         finding the kernel is about 1.5 us of host time per call (docs/performance.md, "Compiled
         small batches")."""
-        kernel, arguments = self._kernel(launch, dtypes), self._arguments(launch)
+        kernel, grid, threadgroup = self._kernel(launch, dtypes), launch.grid, launch.threadgroup
+        shapes, out_dtypes = [launch.output_shape], [launch.output_dtype]
 
         def run(inputs: list[mx.array]) -> mx.array:
-            return kernel(inputs=inputs, **arguments)[0]
+            return kernel(
+                inputs=inputs, grid=grid, threadgroup=threadgroup, output_shapes=shapes, output_dtypes=out_dtypes
+            )[0]
 
         return run
 
@@ -200,7 +181,6 @@ class DeviceKernel:
             fmt and fmt.name,
             launch.defines,
             launch.shared_bytes,
-            launch.claims,
             launch.output_dtype,
             *dtypes,
         )
@@ -220,7 +200,7 @@ class DeviceKernel:
             params.append(f"const {c_types[name]}* {name}")
             params += [f"const int32_t* {name}_shape"] if f"{name}_shape" in body else []
             params += [f"int {name}_ndim"] if f"{name}_ndim" in body else []
-        params += [f"{c_types[name]}* {name}" for name in self.outputs_of(launch)]
+        params += [f"{c_types[name]}* {name}" for name in self.outputs]
         return "\n".join(
             ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", self.header(launch.format)]
             + [launch.define_lines(), f'extern "C" __global__ void k({", ".join(params)}) {{', body, "}"]
@@ -241,7 +221,7 @@ class DeviceKernel:
         return self._register()(
             name="_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest]),
             input_names=self.inputs,
-            output_names=self.outputs_of(launch),
+            output_names=self.outputs,
             source=body,
             header=self.registered_header(fmt, text) + define_lines,
             **shared,

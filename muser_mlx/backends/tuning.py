@@ -75,14 +75,9 @@ HEAD_THREADGROUP_BY_FORMAT = {"Q2_K": 64, "Q3_K": 64, "Q6_K": 64, "TQ2_0": 64}
 # shared grids (share_grid) and its first loads are paid once per passes * VROWS rows a warp. The
 # grid formats' one-row heads took 1-8% less at 4-8 passes on an H100, most where the threadgroups
 # made one whole wave of its SMs, which a launch cannot see ("Threadgroups of more rows"): so 1.
+# Warps that claim their rows from a counter instead were slower but for TQ1_0 ("Rows claimed by
+# the warps").
 HEAD_STREAM_PASSES = 1
-# The byte dot products' warps claim their rows from a counter in device memory (kernels/matvec.h:
-# ClaimedRows; "Rows claimed by the warps"), on a launch of at most HEAD_CLAIM_WARPS warps: more
-# than a GPU holds at once (an H100's 132 SMs hold 8,448), since the rows go to the warps running
-# and a threadgroup that starts after the last claim only copies its grid and ends. False: a
-# grid-stride (HEAD_STREAM_PASSES).
-HEAD_CLAIMS = True
-HEAD_CLAIM_WARPS = 8192
 
 # The lane-wise matvec's layout ("Matvec layout"): rows of x per pass (ROWS, the first of
 # MATVEC_ROWS that holds them, else the last), table rows per warp by ROWS (VROWS), and values per
