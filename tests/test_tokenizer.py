@@ -253,6 +253,29 @@ def test_a_text_at_two_ids_is_refused(tmp_path):
         muser_mlx.load(path)
 
 
+def test_empty_token_texts_are_named_as_llama_cpp_names_them(tmp_path, caplog):
+    """llama.cpp names an empty token text ``[EMPTY_<id>]`` (llama-vocab.cpp, with the warning
+    "empty token at index"), so a vocabulary with two empty texts loads there; here too, with the
+    same names, and the other ids as before. The texts the caller gave stay as they were."""
+    vocab = synthetic_spm(False)
+    tokens = vocab.tokens[:-2] + ["", ""]
+    with caplog.at_level("WARNING", logger="muser_mlx"):
+        named = Vocab("llama", tokens, vocab.types, vocab.scores, bos=1, eos=2, unk=0, add_space_prefix=False)
+    n = len(tokens)
+    assert named.tokens[-2:] == [f"[EMPTY_{n - 2}]", f"[EMPTY_{n - 1}]"] and tokens[-2:] == ["", ""]
+    assert named.index[f"[EMPTY_{n - 1}]"] == n - 1
+    assert f"empty token texts at ids [{n - 2}, {n - 1}]" in caplog.text
+
+    def empty_two(texts):
+        texts[300] = texts[301] = ""
+
+    model, tok = muser_mlx.load(tiny_llama_with(tmp_path, empty_two))
+    _, before = muser_mlx.load(fixture("tiny-llama-Q8_0.gguf"))
+    assert tok.convert_ids_to_tokens([300, 301]) == ["[EMPTY_300]", "[EMPTY_301]"]
+    text = "Hello world, once upon a time"
+    assert tok.encode(text) == before.encode(text)
+
+
 def test_a_chat_template_that_is_no_string_is_refused(tmp_path):
     """An array read as transformers' named templates and failed there with a TypeError."""
 

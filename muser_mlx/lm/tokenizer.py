@@ -19,6 +19,7 @@ It gives llama.cpp's ids (``llama-vocab.cpp``), which it mirrors as follows:
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ from gguf import TokenType
 
 from ..errors import GGUFError
 from ..gguf_values import ArrayInfo, is_integer
+
+log = logging.getLogger("muser_mlx")
 
 # llama.cpp's expressions (llama-vocab.cpp, llm_tokenizer_bpe)
 _CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
@@ -163,9 +166,11 @@ class Vocab:
     special ids by kind (eot, eom, fim_pre ... fim_sep); ``name``: general.name. ``types`` become
     llama.cpp's after its search for special tokens by text (``special_tokens``), which also
     gives ``eog``, the ids that end generation; ``rstrip``: the tokens after which whitespace is
-    dropped (``stripped_after``); ``index``: each token text's id. A text at two ids is refused,
-    as llama.cpp refuses it ("duplicate token in vocabulary"; before, ``GGML_ASSERT``): the
-    tokenizer holds one id a text, and mlx-lm's detokenizers read every id's."""
+    dropped (``stripped_after``); ``index``: each token text's id. An empty text becomes
+    ``[EMPTY_<id>]``, as llama.cpp names it (with a warning on the ``muser_mlx`` logger), so that
+    a vocabulary with several loads as it does there. A text at two ids is refused, as llama.cpp
+    refuses it ("duplicate token in vocabulary"; before, ``GGML_ASSERT``): the tokenizer holds one
+    id a text, and mlx-lm's detokenizers read every id's."""
 
     model: str
     tokens: list[str]
@@ -196,6 +201,10 @@ class Vocab:
             raise ValueError(
                 f"tokenizer.ggml.pre {self.pre!r} is not supported; supported: {', '.join(PRE_TOKENIZERS)}"
             )
+        empty = [i for i, token in enumerate(self.tokens) if not token]
+        if empty:
+            log.warning("empty token texts at ids %s: named [EMPTY_<id>], as llama.cpp names them", empty)
+            self.tokens = [token or f"[EMPTY_{i}]" for i, token in enumerate(self.tokens)]
         self.index = {}
         for i, token in enumerate(self.tokens):
             if self.index.setdefault(token, i) != i:
