@@ -122,7 +122,7 @@ struct Format;
 // hold one scale and the fields of both). decodes_runs: the format's run_levels<RUNS>(row, i, w,
 // a) gives the level bytes of runs i + 32 q (q < RUNS) in w[4q .. 4q + 3] and their Affines in
 // a[q], for paired runs that share fields nvcc would load twice, once per level_bytes
-// (format_two_bits.h's formats, Q3_K).
+// (format_two_bits.h's formats, Q3_K, IQ1_M).
 // contiguous_32: 1 where level_bytes<32> gives values i .. i + 31 (i a multiple of 32) under one
 // Affine though run_pair is 32: Q4_K and Q5_K, whose 32-value sub-blocks are one nibble of 32
 // bytes; the CPU's byte dot products decode 32 values at a time there, as for run_pair 16

@@ -143,12 +143,12 @@ def assert_bytedot_at_runs(qtype: str, runs: int, shape: tuple[int, int, int], w
 
 
 @pytest.mark.parametrize("runs", [1, 2, 4])
-@pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q3_K", "Q4_0", "IQ2_XXS", "IQ3_S", "Q4_K"])
+@pytest.mark.parametrize("qtype", ["Q2_K", "TQ2_0", "Q3_K", "IQ1_M", "Q4_0", "IQ2_XXS", "IQ3_S", "Q4_K"])
 def test_cpu_bytedot_run_levels(qtype, runs):
     """Each way a lane of kernels/bytedot.h decodes its runs: one run; two runs as 32 values from
     i (Q4_0; IQ2_XXS and IQ3_S, a sub-block's), twice at four runs; runs i + 32 q one level_bytes
     each (Q4_K), and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels,
-    format_two_bits.h; Q3_K's hmask too). 40 rows x 768 values: 12 lanes of 64 values, or 6 of
+    format_two_bits.h; Q3_K's hmask too; IQ1_M's scales and d). 40 rows x 768 values: 12 lanes of 64 values, or 6 of
     128 at four runs."""
     assert_bytedot_at_runs(qtype, runs, (40, 768, 3), warps=3, seed=5)
 
@@ -874,6 +874,26 @@ def test_gpu_bytedot_lanes_take_several_steps(qtype):
                 x = mx.array(rng.standard_normal((n, 6656)).astype(np.float32)).astype(mx.float16)
                 assert bytedot_launch(table, x).define("RUNS") == runs
                 assert_close(head.bytedot(table, x, "cuda"), x, W)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the byte dot products)")
+@pytest.mark.parametrize("qtype", ["IQ2_XXS", "IQ3_S", "Q4_K"])
+def test_gpu_bytedot_launch_bounds_keep_logits(qtype):
+    """Launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS; the macro backends/source.py puts before the
+    name of the function MLX writes) change the registers, never a logit: bit for bit the logits
+    without them, at 4 threadgroups an SM (64 registers) and 5 (48, spilling), 1 and 3 rows."""
+    rng = np.random.default_rng(12)
+    data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
+    table = Table.from_bytes(data, qtype, 512)
+    for n in (1, 3):
+        x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
+        expected = np.array(head.bytedot(table, x, "cuda"))
+        for bound in (4, 5):
+            with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={qtype: bound}):
+                assert bytedot_launch(table, x).min_threadgroups == bound
+                got = head.bytedot(table, x, "cuda")
+            assert np.array_equal(np.array(got), expected), (qtype, n, bound)
 
 
 @pytest.mark.gpu

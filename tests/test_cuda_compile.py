@@ -13,23 +13,22 @@ import numpy as np
 import pytest
 
 from muser_mlx import FORMATS, Table
-from muser_mlx.backends import device, head
+from muser_mlx.backends import device, head, tuning
 from muser_mlx.formats.grids import shared_bytes as grid_shared_bytes
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) on PATH")
 
 
-def ptxas_report(launch, dtype: str, tmp_path) -> str:
-    """ptxas's resource report for ``launch`` of kernels/tile_mma.h with x of C type ``dtype``:
-    the kernel as MLX compiles it (backends/source.py: DeviceKernel.translation_unit)."""
-    kernel = device.CUDA.tile_mma_kernel
-    source = tmp_path / "tile_mma.cu"
-    source.write_text(
-        kernel.translation_unit(launch, {"table": "uint64_t", "x": dtype, "x_steps": dtype, "out": dtype})
-    )
+def ptxas_report(launch, c_types: dict[str, str], tmp_path, kernel=device.CUDA.tile_mma_kernel, arch="sm_90a") -> str:
+    """ptxas's resource report for ``launch`` of ``kernel`` (default kernels/tile_mma.h) with its
+    inputs and outputs of C types ``c_types``, for ``arch``: the kernel as MLX compiles it
+    (backends/source.py: DeviceKernel.translation_unit)."""
+    source = tmp_path / f"{kernel.name}.cu"
+    source.write_text(kernel.translation_unit(launch, c_types))
     done = subprocess.run(
-        [NVCC, "-gencode", "arch=compute_90a,code=sm_90a", "-c", "-o", str(tmp_path / "k.o"), "-Xptxas", "-v", source],
+        [NVCC, "-gencode", f"arch={arch.replace('sm', 'compute')},code={arch}", "-c", "-o", str(tmp_path / "k.o")]
+        + ["-Xptxas", "-v", source],
         capture_output=True,
         text=True,
         timeout=300,
@@ -59,7 +58,7 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         table = Table.from_bytes(np.zeros((256, dims // fmt.block_values * fmt.block_bytes), np.uint8), qtype, dims)
         launch = head.tile_mma_launch(table, mx.zeros((rows, dims), dtype), warpgroups=True)
         assert launch.define("WARPGROUP") == warpgroup
-        report = ptxas_report(launch, c_type, tmp_path)
+        report = ptxas_report(launch, {"table": "uint64_t", "x": c_type, "x_steps": c_type, "out": c_type}, tmp_path)
         assert "C7514" not in report and "serialized" not in report, (qtype, rows, dtype, report[-2000:])
         spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
         assert spills and all(s == ("0", "0") for s in spills), (qtype, rows, dtype, report[-2000:])
@@ -73,3 +72,20 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
             threads,
             registers,
         )
+
+
+def test_bytedot_launch_bounds_cap_the_registers(tmp_path):
+    """A byte dot product launch with launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS) compiles to
+    the registers that let that many threadgroups share an SM's 65,536: IQ3_S's one-row loop takes
+    more than 64 without them and at most 64 with 4 threadgroups of 256 threads."""
+    fmt = FORMATS["IQ3_S"]
+    table = Table.from_bytes(np.zeros((256, 6656 // fmt.block_values * fmt.block_bytes), np.uint8), "IQ3_S", 6656)
+    x = mx.zeros((1, 6656), mx.float16)
+    counts = []
+    for bound in (0, 4):
+        with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={"IQ3_S": bound}):
+            launch = head.bytedot_launch(table, x)
+        c_types = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}
+        report = ptxas_report(launch, c_types, tmp_path, device.CUDA.bytedot_kernel, "sm_90")
+        counts.append(int(re.search(r"Used (\d+) registers", report).group(1)))
+    assert launch.threadgroup == (256, 1, 1) and counts[0] > 64 >= counts[1], counts

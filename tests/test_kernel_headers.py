@@ -63,7 +63,7 @@ def test_a_folder_no_include_line_can_name_gets_the_text(tmp_path):
         assert kernel.registered_header(Q4_K) == kernel.header(Q4_K) == expected
 
 
-def _registered(directory):
+def _registered(directory, min_threadgroups=0):
     """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
     seen = {}
 
@@ -75,7 +75,8 @@ def _registered(directory):
         return build
 
     kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
-    launch = Launch(Q4_K, (("DIMS", 512), ("VOCAB", 10), ("VALUES", 8)), (64, 1, 1), (64, 1, 1), (1, 512), mx.float32)
+    defines = (("DIMS", 512), ("VOCAB", 10), ("VALUES", 8))
+    launch = Launch(Q4_K, defines, (64, 1, 1), (64, 1, 1), (1, 512), mx.float32, min_threadgroups=min_threadgroups)
     with tuning.fixed(KERNEL_SOURCES=directory):
         kernel(launch, [mx.zeros((10, 36), mx.uint64), mx.zeros((1,), mx.int32)])
     return seen
@@ -96,6 +97,28 @@ def test_a_kernel_is_named_by_the_text_it_compiles(tmp_path):
     decoder.write_text(decoder.read_text() + "static const int muser_unused = 0;\n")
     changed = _registered(tmp_path)
     assert changed["name"] != base["name"] and changed["header"] == base["header"]
+
+
+@pytest.mark.skipif(shutil.which("cpp") is None, reason="no C preprocessor (cpp) on PATH")
+def test_launch_bounds_go_before_the_name_mlx_writes(tmp_path):
+    """MLX's CUDA backend writes `__global__ void custom_kernel_<name>(` after the header and takes
+    no launch bounds: a launch's bounds are a macro of that name, which the C preprocessor expands
+    to the bounds before the name, once (a macro is not expanded inside itself), and which the
+    body's last line removes; the bounds name a kernel of their own."""
+    import subprocess
+
+    plain, bounded = _registered(KERNELS), _registered(KERNELS, min_threadgroups=4)
+    assert bounded["name"] != plain["name"]
+    function = "custom_kernel_" + bounded["name"]
+    assert bounded["header"].endswith(f"#define {function} __launch_bounds__(64, 4) {function}\n")
+    assert bounded["source"].endswith(f"\n#undef {function}\n") and function not in plain["header"] + plain["source"]
+    # the macro and the body around the signature MLX writes, as NVRTC's preprocessor sees them
+    macro = bounded["header"].splitlines()[-1]
+    written = f"{macro}\n__global__ void {function}(float* out) {{\n#undef {function}\n}}\nvoid* p = &{function};\n"
+    (tmp_path / "k.cu").write_text(written)
+    done = subprocess.run(["cpp", "-P", str(tmp_path / "k.cu")], capture_output=True, text=True, check=True)
+    assert f"__global__ void __launch_bounds__(64, 4) {function}(float* out)" in done.stdout
+    assert f"p = &{function};" in done.stdout
 
 
 def test_the_kernels_type_numbers_are_gguf_pys():

@@ -172,9 +172,16 @@ def streaming_threads(vocab: int, vrows: int) -> int:
     return min(-(-vocab // (vrows * tuning.HEAD_STREAM_PASSES)), MAX_THREADS // WARP) * WARP
 
 
-def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead: tuple, dtype: mx.Dtype) -> Launch:
+def _launch(
+    table: Table,
+    defines: tuple[tuple[str, int], ...],
+    vrows: int,
+    lead: tuple,
+    dtype: mx.Dtype,
+    min_threadgroups: int = 0,
+) -> Launch:
     """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid),
-    out ``lead + (vocab,)``."""
+    out ``lead + (vocab,)``; ``min_threadgroups``: :class:`Launch`'s."""
     return Launch(
         format=table.format,
         defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
@@ -182,6 +189,7 @@ def _launch(table: Table, defines: tuple[tuple[str, int], ...], vrows: int, lead
         threadgroup=(tuning.head_threadgroup(table.qtype), 1, 1),
         output_shape=(*lead, table.vocab),
         output_dtype=dtype,
+        min_threadgroups=min_threadgroups,
     )
 
 
@@ -219,10 +227,12 @@ def xruns_launch(table: Table, x: mx.array) -> Launch:
 
 def bytedot_launch(table: Table, x: mx.array) -> Launch:
     """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
-    tuning.bytedot_layout, PLANES (:func:`x_planes`)."""
+    tuning.bytedot_layout, PLANES (:func:`x_planes`), threadgroups an SM holds by
+    tuning.BYTEDOT_MIN_THREADGROUPS."""
     rows, vrows, runs = tuning.bytedot_layout(x_rows(x), table.dims, table.qtype)
     defines = (("ROWS", rows), ("VROWS", vrows), ("RUNS", runs), ("PLANES", x_planes(x.dtype)))
-    return _launch(table, defines, vrows, x.shape[:-1], x.dtype)
+    bound = tuning.BYTEDOT_MIN_THREADGROUPS.get(table.qtype, 0)
+    return _launch(table, defines, vrows, x.shape[:-1], x.dtype, bound)
 
 
 def mma_launch(table: Table, x: mx.array) -> Launch:

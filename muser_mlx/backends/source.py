@@ -57,7 +57,9 @@ class Launch:
     type ``#define``d as FORMAT; None for a kernel that reads no table) and the integer
     ``defines`` (``#define``d in order after the header), run on ``grid`` threads in threadgroups
     of ``threadgroup``, writing one output of ``output_shape`` and ``output_dtype``;
-    ``shared_bytes``: the dynamic shared memory each threadgroup takes (CUDA; 0: none)."""
+    ``shared_bytes``: the dynamic shared memory each threadgroup takes (CUDA; 0: none);
+    ``min_threadgroups``: the threadgroups an SM is to hold at once (CUDA: ``__launch_bounds__``,
+    which caps a thread's registers at what lets them in; 0: the compiler's choice)."""
 
     format: Format | None
     defines: tuple[tuple[str, int], ...]
@@ -66,6 +68,7 @@ class Launch:
     output_shape: tuple[int, ...]
     output_dtype: mx.Dtype
     shared_bytes: int = 0
+    min_threadgroups: int = 0
 
     def __post_init__(self):  # per call: kept to what a launch can get wrong at run time
         if len(self.grid) != 3 or min(self.grid) < 1 or len(self.threadgroup) != 3 or min(self.threadgroup) < 1:
@@ -85,6 +88,11 @@ class Launch:
         format's ggml type) first, then ``defines`` in order."""
         defines = (() if self.format is None else (("FORMAT", self.format.ggml_type),)) + self.defines
         return "".join(f"\n#define {k} {v}" for k, v in defines) + "\n"
+
+    def bounds(self) -> str:
+        """CUDA's ``__launch_bounds__`` for :attr:`min_threadgroups` ("" for none)."""
+        threads = self.threadgroup[0] * self.threadgroup[1] * self.threadgroup[2]
+        return f"__launch_bounds__({threads}, {self.min_threadgroups})" if self.min_threadgroups else ""
 
 
 class DeviceKernel:
@@ -181,6 +189,7 @@ class DeviceKernel:
             fmt and fmt.name,
             launch.defines,
             launch.shared_bytes,
+            launch.min_threadgroups,
             launch.output_dtype,
             *dtypes,
         )
@@ -203,7 +212,12 @@ class DeviceKernel:
         params += [f"{c_types[name]}* {name}" for name in self.outputs]
         return "\n".join(
             ["#include <cstdint>", "#include <cuda_fp16.h>", "#include <cuda_bf16.h>", self.header(launch.format)]
-            + [launch.define_lines(), f'extern "C" __global__ void k({", ".join(params)}) {{', body, "}"]
+            + [
+                launch.define_lines(),
+                f'extern "C" __global__ void {launch.bounds()} k({", ".join(params)}) {{',
+                body,
+                "}",
+            ]
         )
 
     def _build(self, launch: Launch, dtypes: list[mx.Dtype]):
@@ -213,16 +227,26 @@ class DeviceKernel:
         fmt, body = launch.format, self.body()
         text = self.header(fmt)
         define_lines = launch.define_lines()
-        digest = hashlib.sha256((text + define_lines + body).encode()).hexdigest()[:12]
+        bounds = launch.bounds() if self.dialect == "cuda" else ""
+        digest = hashlib.sha256((text + define_lines + body + bounds).encode()).hexdigest()[:12]
         spelled = [str(v) for _, v in launch.defines] + [
             str(d).rsplit(".", 1)[-1] for d in (launch.output_dtype, *dtypes)
         ]
+        name = "_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest])
+        header = self.registered_header(fmt, text) + define_lines
+        if bounds:
+            # MLX's CUDA backend writes `__global__ void custom_kernel_<name>(` after the header
+            # and takes no launch bounds: this macro puts them before the name (their place in
+            # CUDA's syntax), and the body's last line removes it before NVRTC looks the name up.
+            function = f"custom_kernel_{name}"
+            header += f"#define {function} {bounds} {function}\n"
+            body += f"\n#undef {function}\n"
         shared = {"shared_memory": launch.shared_bytes} if launch.shared_bytes else {}
         return self._register()(
-            name="_".join(["muser", self.name, *(() if fmt is None else (fmt.name,)), *spelled, digest]),
+            name=name,
             input_names=self.inputs,
             output_names=self.outputs,
             source=body,
-            header=self.registered_header(fmt, text) + define_lines,
+            header=header,
             **shared,
         )

@@ -91,11 +91,17 @@ MATVEC_VALUES = 16
 MATVEC_MIN_WARPS = 2048
 # The byte dot products' layout ("Byte dot products"): table rows per warp (by format, else
 # BYTEDOT_VROWS; at most 32 / ROWS) and runs of 16 values per lane and step (by format, else
-# BYTEDOT_RUNS: 1, 2 or 4, halved where dims are not whole units of them, multiples of 32 RUNS).
+# BYTEDOT_RUNS: 1, 2 or 4, halved where dims are not whole units of them, multiples of 32 RUNS;
+# TQ1_0's one run: "Launch bounds").
 BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
-BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "IQ2_S": 1, "Q3_K": 4}
+BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "IQ2_S": 1, "TQ1_0": 1, "Q3_K": 4}
+# Threadgroups an SM is to hold at once, by format, for the byte dot products on CUDA
+# (__launch_bounds__: a thread's registers capped at 65,536 / (threads * that), spilling beyond;
+# absent: the compiler's choice): 4 measured faster for TQ1_0 (one run a lane: 64 registers against
+# 56) and IQ2_XXS (64 against 72), level or slower for the other grid formats ("Launch bounds").
+BYTEDOT_MIN_THREADGROUPS = {"TQ1_0": 4, "IQ2_XXS": 4}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
 # float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
 # formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
