@@ -148,8 +148,8 @@ def test_cpu_bytedot_run_levels(qtype, runs):
     """Each way a lane of kernels/bytedot.h decodes its runs: one run; two runs as 32 values from
     i (Q4_0; IQ2_XXS and IQ3_S, a sub-block's), twice at four runs; runs i + 32 q one level_bytes
     each (Q4_K), and together from one load of their shared bytes (Q2_K, TQ2_0: run_levels,
-    format_two_bits.h; Q3_K's hmask too; IQ1_M's scales and d). 40 rows x 768 values: 12 lanes of 64 values, or 6 of
-    128 at four runs."""
+    format_two_bits.h; Q3_K's hmask too; IQ1_M's scales and d). 40 rows x 768 values: 12 lanes of
+    64 values, or 6 of 128 at four runs."""
     assert_bytedot_at_runs(qtype, runs, (40, 768, 3), warps=3, seed=5)
 
 
