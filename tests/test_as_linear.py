@@ -876,24 +876,72 @@ def test_gpu_bytedot_lanes_take_several_steps(qtype):
                 assert_close(head.bytedot(table, x, "cuda"), x, W)
 
 
+# Launch bounds by kernel: its launch, rows and dtypes of x (the matrix units' both layouts of 16-bit
+# x, and float32 x's three multiplies), bounds that cap the registers of 256 threads at 64 and 48
+# (the byte dot products) or 128 and 85 (the matrix units), spilling, and the tuning that sets a
+# bound for a format
+_BOUNDED = {
+    "bytedot": (
+        head.bytedot_launch,
+        ((1, mx.float16), (3, mx.float16), (1, mx.float32)),
+        (4, 5),
+        lambda q, b: {"BYTEDOT_MIN_THREADGROUPS": {q: b}},
+    ),
+    "mma": (
+        head.mma_launch,
+        ((4, mx.float16), (16, mx.float16), (16, mx.float32)),
+        (2, 3),
+        lambda q, b: {f"MMA{d}_MIN_THREADGROUPS": {(4, 1): {q: b}, (4, 2): {q: b}} for d in ("", "_FLOAT32")},
+    ),
+}
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (the byte dot products)")
-@pytest.mark.parametrize("qtype", ["IQ2_XXS", "IQ3_S", "Q4_K"])
-def test_gpu_bytedot_launch_bounds_keep_logits(qtype):
-    """Launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS; the macro backends/source.py puts before the
-    name of the function MLX writes) change the registers, never a logit: bit for bit the logits
-    without them, at 4 threadgroups an SM (64 registers) and 5 (48, spilling), 1 and 3 rows."""
+@pytest.mark.skipif(_GPU_BACKEND != "cuda", reason="needs MLX's CUDA backend (byte dot products, matrix units)")
+@pytest.mark.parametrize("kernel", sorted(_BOUNDED))
+@pytest.mark.parametrize("qtype", ["IQ2_XXS", "IQ3_S", "Q4_K", "TQ2_0"])
+def test_gpu_launch_bounds_keep_logits(kernel, qtype):
+    """Launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS, MMA_MIN_THREADGROUPS; the macro
+    backends/source.py puts before the name of the function MLX writes) change the registers, never
+    a logit: bit for bit the logits without them, at bounds that spill (TQ2_0's matrix units: 64
+    threads a threadgroup, so at 8 and 12 threadgroups)."""
+    launch_of, widths, bounds, bounded = _BOUNDED[kernel]
+    if tuning.head_threadgroup(qtype) != 256:
+        bounds = tuple(b * 256 // tuning.head_threadgroup(qtype) for b in bounds)
     rng = np.random.default_rng(12)
     data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
     table = Table.from_bytes(data, qtype, 512)
-    for n in (1, 3):
-        x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
-        expected = np.array(head.bytedot(table, x, "cuda"))
-        for bound in (4, 5):
-            with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={qtype: bound}):
-                assert bytedot_launch(table, x).min_threadgroups == bound
-                got = head.bytedot(table, x, "cuda")
-            assert np.array_equal(np.array(got), expected), (qtype, n, bound)
+    for n, dtype in widths:
+        x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(dtype)
+        with tuning.fixed(**bounded(qtype, 0)):
+            expected = np.array(getattr(head, kernel)(table, x, "cuda"))
+        for bound in bounds:
+            with tuning.fixed(**bounded(qtype, bound)):
+                assert launch_of(table, x).min_threadgroups == bound
+                got = getattr(head, kernel)(table, x, "cuda")
+            assert np.array_equal(np.array(got), expected), (kernel, qtype, n, dtype, bound)
+
+
+def test_mma_launch_bounds_by_layout_and_dtype():
+    """kernels/mma.h's launch takes the bound tuning gives its layout and format (XTILES 1 up to 8
+    rows, 2 beyond), float32 x's from MMA_FLOAT32_MIN_THREADGROUPS, none for a format or
+    layout not named."""
+    table = Table.from_bytes(np.zeros((64, 2 * 110), np.uint8), "IQ3_S", 512)
+    bounds = {(4, 1): {"IQ3_S": 2}, (4, 2): {"IQ3_S": 3}}
+    with tuning.fixed(MMA_MIN_THREADGROUPS=bounds, MMA_FLOAT32_MIN_THREADGROUPS={(4, 1): {"IQ3_S": 4}}):
+        got = {
+            (n, str(dtype)): head.mma_launch(table, mx.zeros((n, 512), dtype)).min_threadgroups
+            for n in (4, 16)
+            for dtype in (mx.float16, mx.float32)
+        }
+        other = Table.from_bytes(np.zeros((64, 2 * 144), np.uint8), "Q4_K", 512)
+        assert head.mma_launch(other, mx.zeros((16, 512), mx.float16)).min_threadgroups == 0
+    assert got == {
+        (4, "mlx.core.float16"): 2,
+        (4, "mlx.core.float32"): 4,
+        (16, "mlx.core.float16"): 3,
+        (16, "mlx.core.float32"): 0,
+    }, got
 
 
 @pytest.mark.gpu

@@ -74,18 +74,23 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         )
 
 
-def test_bytedot_launch_bounds_cap_the_registers(tmp_path):
-    """A byte dot product launch with launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS) compiles to
-    the registers that let that many threadgroups share an SM's 65,536: IQ3_S's one-row loop takes
-    more than 64 without them and at most 64 with 4 threadgroups of 256 threads."""
-    fmt = FORMATS["IQ3_S"]
-    table = Table.from_bytes(np.zeros((256, 6656 // fmt.block_values * fmt.block_bytes), np.uint8), "IQ3_S", 6656)
-    x = mx.zeros((1, 6656), mx.float16)
+@pytest.mark.parametrize("kernel", ["bytedot", "mma"])
+def test_launch_bounds_cap_the_registers(kernel, tmp_path):
+    """A launch with launch bounds compiles to the registers that let that many threadgroups share
+    an SM's 65,536: the one-row byte dot products of IQ3_S (tuning.BYTEDOT_MIN_THREADGROUPS) take
+    more than 64 without them and at most 64 at 4 threadgroups of 256 threads; the matrix units of
+    IQ3_XXS at 16 rows of x (MMA_MIN_THREADGROUPS) more than 128, and at most 128 at 2."""
+    qtype, rows, bound, cap = ("IQ3_S", 1, 4, 64) if kernel == "bytedot" else ("IQ3_XXS", 16, 2, 128)
+    fmt = FORMATS[qtype]
+    table = Table.from_bytes(np.zeros((256, 6656 // fmt.block_values * fmt.block_bytes), np.uint8), qtype, 6656)
+    x = mx.zeros((rows, 6656), mx.float16)
     counts = []
-    for bound in (0, 4):
-        with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={"IQ3_S": bound}):
-            launch = head.bytedot_launch(table, x)
-        c_types = {"table": "uint64_t", "x": "uint32_t", "out": "__half"}
-        report = ptxas_report(launch, c_types, tmp_path, device.CUDA.bytedot_kernel, "sm_90")
+    for b in (0, bound):
+        with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={qtype: b}, MMA_MIN_THREADGROUPS={(4, 2): {qtype: b}}):
+            launch = getattr(head, f"{kernel}_launch")(table, x)
+        assert launch.min_threadgroups == b
+        c_types = {"table": "uint64_t", "out": "__half"}
+        c_types.update({"x": "uint32_t"} if kernel == "bytedot" else {"xh": "__half", "x_sums": "float"})
+        report = ptxas_report(launch, c_types, tmp_path, getattr(device.CUDA, f"{kernel}_kernel"), "sm_90")
         counts.append(int(re.search(r"Used (\d+) registers", report).group(1)))
-    assert launch.threadgroup == (256, 1, 1) and counts[0] > 64 >= counts[1], counts
+    assert launch.threadgroup == (256, 1, 1) and counts[0] > cap >= counts[1], counts

@@ -102,6 +102,26 @@ BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "IQ2_S": 1, "TQ1_0": 1, "Q3_K
 # absent: the compiler's choice): 4 measured faster for TQ1_0 (one run a lane: 64 registers against
 # 56) and IQ2_XXS (64 against 72), level or slower for the other grid formats ("Launch bounds").
 BYTEDOT_MIN_THREADGROUPS = {"TQ1_0": 4, "IQ2_XXS": 4}
+# The same for the matrix units (kernels/mma.h), by layout (VTILES, XTILES) and format, for 16-bit
+# x and for float32 x (MMA_FLOAT32_MIN_THREADGROUPS: three multiplies, more registers): 2
+# threadgroups of 256 threads (128 registers) or 6 of 64 (168) where measured faster, at 8 rows of
+# x for (4, 1) and 16 for (4, 2); Q4_K, Q5_K and IQ2_XXS were slower, spilling ("Launch bounds").
+_MMA_BOUNDED = {"IQ3_XXS": 2, "NVFP4": 2, "TQ2_0": 6, "Q6_K": 6}
+MMA_MIN_THREADGROUPS = {
+    (4, 1): {
+        **_MMA_BOUNDED,
+        "IQ1_S": 2,
+        "Q2_K": 6,
+        "IQ1_M": 2,
+        "IQ2_S": 2,
+        "IQ2_XS": 2,
+        "IQ3_S": 2,
+        "IQ4_XS": 2,
+        "TQ1_0": 2,
+    },
+    (4, 2): {**_MMA_BOUNDED, "IQ1_S": 2, "Q2_K": 6},
+}
+MMA_FLOAT32_MIN_THREADGROUPS = {(4, 1): {**_MMA_BOUNDED, "IQ1_S": 2}, (4, 2): {**_MMA_BOUNDED, "Q2_K": 6}}
 # The tiled matrix multiply on matrix units (kernels/tile_mma.h, "Tiled matrix multiply"), for
 # float16 and bfloat16 x from TILE_MMA_MIN_ROWS rows (beyond a pass of the matrix units; for the
 # formats of MMA_KEPT_FORMATS beyond MMA_MAX_ROWS, their matrix units measured faster to there) to
@@ -310,6 +330,13 @@ def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
     if n > 8 * MMA_XTILES and dtype != mx.float32 and qtype in MMA_ONE_PASS_FORMATS:
         return MMA_ONE_PASS_TILES
     return MMA_VTILES, 1 if n <= 8 else MMA_XTILES
+
+
+def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
+    """Threadgroups an SM is to hold of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of
+    ``dtype`` and a ``qtype`` table (0: the compiler's choice of registers)."""
+    bounds = MMA_FLOAT32_MIN_THREADGROUPS if dtype == mx.float32 else MMA_MIN_THREADGROUPS
+    return bounds.get(tiles, {}).get(qtype, 0)
 
 
 def mma_word_rows(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> bool:
