@@ -903,8 +903,8 @@ _BOUNDED = {
 def test_gpu_launch_bounds_keep_logits(kernel, qtype):
     """Launch bounds (tuning.BYTEDOT_MIN_THREADGROUPS, MMA_MIN_THREADGROUPS; the macro
     backends/source.py puts before the name of the function MLX writes) change the registers, never
-    a logit: bit for bit the logits without them, at bounds that spill (TQ2_0's matrix units: 64
-    threads a threadgroup, so at 8 and 12 threadgroups)."""
+    a logit: bit for bit the logits without them, at bounds that spill (four times as many
+    threadgroups for TQ2_0's, of 64 threads)."""
     launch_of, widths, bounds, bounded = _BOUNDED[kernel]
     if tuning.head_threadgroup(qtype) != 256:
         bounds = tuple(b * 256 // tuning.head_threadgroup(qtype) for b in bounds)
