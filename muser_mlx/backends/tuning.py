@@ -97,10 +97,11 @@ BYTEDOT_VROWS = 8
 BYTEDOT_VROWS_BY_FORMAT = {"Q6_K": 2, "Q8_0": 4, "TQ1_0": 4, "IQ3_XXS": 4}
 BYTEDOT_RUNS = 2
 BYTEDOT_RUNS_BY_FORMAT = {"Q6_K": 1, "IQ3_XXS": 1, "IQ2_S": 1, "TQ1_0": 1, "Q3_K": 4}
-# Threadgroups an SM is to hold at once, by format, for the byte dot products on CUDA
+# Threadgroups an SM is to hold at once, by format, for the byte dot products of 16-bit x on CUDA
 # (__launch_bounds__: a thread's registers capped at 65,536 / (threads * that), spilling beyond;
-# absent: the compiler's choice): 4 measured faster for TQ1_0 (one run a lane: 64 registers against
-# 56) and IQ2_XXS (64 against 72), level or slower for the other grid formats ("Launch bounds").
+# absent, and for float32 x's three planes, not timed with them: the compiler's choice): 4 measured
+# faster for TQ1_0 (one run a lane: 64 registers against 56) and IQ2_XXS (64 against 72), level or
+# slower for the other grid formats ("Launch bounds").
 BYTEDOT_MIN_THREADGROUPS = {"TQ1_0": 4, "IQ2_XXS": 4}
 # The same for the matrix units (kernels/mma.h), by layout (VTILES, XTILES) and format, for 16-bit
 # x and for float32 x (MMA_FLOAT32_MIN_THREADGROUPS: three multiplies, more registers): 2
