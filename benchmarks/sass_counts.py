@@ -114,9 +114,8 @@ def main() -> None:
                 values = launch.define("VROWS") * launch.define("RUNS") * 16  # a lane's values per step
             else:
                 layout = f"{launch.define('VTILES')} x {launch.define('XTILES')}"
-                values = (
-                    16 * launch.define("VTILES") * fmt.block_values // 32
-                )  # a warp's block of its rows, a lane's share
+                # a warp's block of each of its rows, a lane's share
+                values = 16 * launch.define("VTILES") * fmt.block_values // 32
             count = {kind: sum(kind in text for text in loop) for kind in (products, "LDG", "LDS", "LDL", "STL")}
             bound = launch.min_threadgroups or "-"
             runs.append(

@@ -877,9 +877,9 @@ def test_gpu_bytedot_lanes_take_several_steps(qtype):
 
 
 # Launch bounds by kernel: its launch, rows and dtypes of x (the matrix units' both layouts of 16-bit
-# x, and float32 x's three multiplies; the byte dot products bound 16-bit x alone), bounds that cap the registers of 256 threads at 64 and 48
-# (the byte dot products) or 128 and 85 (the matrix units), spilling, and the tuning that sets a
-# bound for a format
+# x, and float32 x's three multiplies; the byte dot products bound 16-bit x alone), bounds that cap
+# the registers of 256 threads at 64 and 48 (the byte dot products) or 128 and 85 (the matrix
+# units), spilling, and the tuning that sets a bound for a format
 _BOUNDED = {
     "bytedot": (
         head.bytedot_launch,
@@ -929,10 +929,8 @@ def test_launch_bounds_by_layout_and_dtype():
     table = Table.from_bytes(np.zeros((64, 2 * 110), np.uint8), "IQ3_S", 512)
     bounds = {(4, 1): {"IQ3_S": 2}, (4, 2): {"IQ3_S": 3}}
     with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={"IQ3_S": 4}):
-        assert [bytedot_launch(table, mx.zeros((1, 512), d)).min_threadgroups for d in (mx.bfloat16, mx.float32)] == [
-            4,
-            0,
-        ]
+        bytedot = [bytedot_launch(table, mx.zeros((1, 512), d)).min_threadgroups for d in (mx.bfloat16, mx.float32)]
+    assert bytedot == [4, 0], bytedot
     with tuning.fixed(MMA_MIN_THREADGROUPS=bounds, MMA_FLOAT32_MIN_THREADGROUPS={(4, 1): {"IQ3_S": 4}}):
         got = {
             (n, str(dtype)): head.mma_launch(table, mx.zeros((n, 512), dtype)).min_threadgroups

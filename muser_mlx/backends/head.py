@@ -227,11 +227,11 @@ def xruns_launch(table: Table, x: mx.array) -> Launch:
 
 def bytedot_launch(table: Table, x: mx.array) -> Launch:
     """kernels/bytedot.h for x: ROWS, VROWS and RUNS (runs per lane and step) from
-    tuning.bytedot_layout, PLANES (:func:`x_planes`), threadgroups an SM holds by
-    tuning.BYTEDOT_MIN_THREADGROUPS for 16-bit x."""
+    tuning.bytedot_layout, PLANES (:func:`x_planes`), threadgroups an SM holds
+    (tuning.bytedot_min_threadgroups)."""
     rows, vrows, runs = tuning.bytedot_layout(x_rows(x), table.dims, table.qtype)
     defines = (("ROWS", rows), ("VROWS", vrows), ("RUNS", runs), ("PLANES", x_planes(x.dtype)))
-    bound = 0 if x.dtype == mx.float32 else tuning.BYTEDOT_MIN_THREADGROUPS.get(table.qtype, 0)
+    bound = tuning.bytedot_min_threadgroups(table.qtype, x.dtype)
     return _launch(table, defines, vrows, x.shape[:-1], x.dtype, bound)
 
 

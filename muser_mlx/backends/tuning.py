@@ -333,6 +333,12 @@ def mma_layout(n: int, qtype: str, dtype: mx.Dtype) -> tuple[int, int]:
     return MMA_VTILES, 1 if n <= 8 else MMA_XTILES
 
 
+def bytedot_min_threadgroups(qtype: str, dtype: mx.Dtype) -> int:
+    """Threadgroups an SM is to hold of kernels/bytedot.h for x of ``dtype`` and a ``qtype`` table
+    (0: the compiler's choice of registers, as for float32 x)."""
+    return 0 if dtype == mx.float32 else BYTEDOT_MIN_THREADGROUPS.get(qtype, 0)
+
+
 def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
     """Threadgroups an SM is to hold of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of
     ``dtype`` and a ``qtype`` table (0: the compiler's choice of registers)."""
