@@ -121,6 +121,27 @@ def test_launch_bounds_go_before_the_name_mlx_writes(tmp_path):
     assert f"p = &{function};" in done.stdout
 
 
+def test_a_bounded_kernel_is_kept_by_its_threads():
+    """A launch's bounds hold its threadgroup's threads: a launch of other threads and the same
+    bound gets a kernel of its own, where the one kept would fail to launch on the GPU (CUDA's
+    "invalid argument" for more threads than its bounds), and the same launch again the one kept."""
+    names = []
+
+    def register():
+        def build(**kw):
+            names.append(kw["name"])
+            return lambda **call: [None]
+
+        return build
+
+    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
+    defines = (("DIMS", 512), ("VOCAB", 10), ("VALUES", 8))
+    for threads in (64, 128, 64):
+        launch = Launch(Q4_K, defines, (128, 1, 1), (threads, 1, 1), (1, 512), mx.float32, min_threadgroups=4)
+        kernel(launch, [mx.zeros((10, 36), mx.uint64), mx.zeros((1,), mx.int32)])
+    assert len(names) == 2 and names[0] != names[1], names
+
+
 def test_the_kernels_type_numbers_are_gguf_pys():
     """kernels/ggml_types.h names every type by gguf-py's number (the one source of them)."""
     import gguf

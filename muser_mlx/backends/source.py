@@ -189,7 +189,7 @@ class DeviceKernel:
             fmt and fmt.name,
             launch.defines,
             launch.shared_bytes,
-            launch.min_threadgroups,
+            launch.bounds(),  # the threads too: a kernel bounded at 64 fails to launch at 128
             launch.output_dtype,
             *dtypes,
         )
