@@ -23,10 +23,13 @@ struct Format<ggml::IQ3_S> : ByteLevels<Format<ggml::IQ3_S>> {
     uint32_t low[(N + 15) / 16];  // the entries' low 8 bits
     bytes_at<(N + 3) / 4, (N > 4 ? 2 : 1), UNIFORM>(block + 2 + j / 4, low);
     const uint32_t high = uint32_t(block[66 + j / 32]) >> (j / 4 % 8);  // bit c: entry j / 4 + c's bit 8
+    uint32_t signs[1];  // byte q: the sign bits of group j / 8 + q (one load)
+    bytes_at<(N + 7) / 8, (N >= 16 ? 2 : 1), UNIFORM>(block + 74 + j / 8, signs);
     for (int c = 0; c < (N + 3) / 4; ++c) {  // word c: grid entry j / 4 + c
       const uint32_t entry = muser_byte_pair(low[c / 4], bits_to_bytes(high >> (c / 4 * 4)), c % 4);
-      const uint32_t k = in_group<N>(j, c);
-      w[c] = signed_word<N>(MUSER_GRID(iq3s_grid)[entry], SignMasks<false>::mask(block[74 + group_of<N>(j, c)], k / 4), k, zero);
+      const uint32_t k = in_group<N>(j, c), q = group_of<N>(j, c) - j / 8;
+      const uint32_t minus = SignMasks<false>::mask((signs[0] >> (8 * q)) & 255u, k / 4);
+      w[c] = signed_word<N>(MUSER_GRID(iq3s_grid)[entry], minus, k, zero);
     }
     const uint32_t scale = (uint32_t(block[106 + j / 64]) >> (4 * (j / 32 % 2))) & 15u;
     return Affine{f16_at(block) * level(2 * scale + 1, 0.0f), 0.0f};
