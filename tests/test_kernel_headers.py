@@ -63,23 +63,32 @@ def test_a_folder_no_include_line_can_name_gets_the_text(tmp_path):
         assert kernel.registered_header(Q4_K) == kernel.header(Q4_K) == expected
 
 
-def _registered(directory, min_threadgroups=0):
-    """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
-    seen = {}
+def _recording_gather(builds):
+    """A CUDA gather kernel whose registrations with MLX append their arguments to ``builds``."""
 
     def register():
         def build(**kw):
-            seen.update(kw)
+            builds.append(kw)
             return lambda **call: [None]
 
         return build
 
-    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
+    return DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
+
+
+def _gather_q4k(kernel, threads=64, min_threadgroups=0):
+    """Calls ``kernel`` on a Q4_K table of 10 rows of 512 values, threadgroups of ``threads``."""
     defines = (("DIMS", 512), ("VOCAB", 10), ("VALUES", 8))
-    launch = Launch(Q4_K, defines, (64, 1, 1), (64, 1, 1), (1, 512), mx.float32, min_threadgroups=min_threadgroups)
+    launch = Launch(Q4_K, defines, (64, 1, 1), (threads, 1, 1), (1, 512), mx.float32, min_threadgroups=min_threadgroups)
+    kernel(launch, [mx.zeros((10, 36), mx.uint64), mx.zeros((1,), mx.int32)])
+
+
+def _registered(directory, min_threadgroups=0):
+    """What a CUDA gather kernel built from the kernel files in ``directory`` registers with MLX."""
+    builds = []
     with tuning.fixed(KERNEL_SOURCES=directory):
-        kernel(launch, [mx.zeros((10, 36), mx.uint64), mx.zeros((1,), mx.int32)])
-    return seen
+        _gather_q4k(_recording_gather(builds), min_threadgroups=min_threadgroups)
+    return builds[-1]
 
 
 def test_a_kernel_is_named_by_the_text_it_compiles(tmp_path):
@@ -125,20 +134,11 @@ def test_a_bounded_kernel_is_kept_by_its_threads():
     """A launch's bounds hold its threadgroup's threads: a launch of other threads and the same
     bound gets a kernel of its own, where the one kept would fail to launch on the GPU (CUDA's
     "invalid argument" for more threads than its bounds), and the same launch again the one kept."""
-    names = []
-
-    def register():
-        def build(**kw):
-            names.append(kw["name"])
-            return lambda **call: [None]
-
-        return build
-
-    kernel = DeviceKernel("cuda", "gather", ["table", "ids"], ["out"], register, lanes=False, includes=True)
-    defines = (("DIMS", 512), ("VOCAB", 10), ("VALUES", 8))
+    builds = []
+    kernel = _recording_gather(builds)
     for threads in (64, 128, 64):
-        launch = Launch(Q4_K, defines, (128, 1, 1), (threads, 1, 1), (1, 512), mx.float32, min_threadgroups=4)
-        kernel(launch, [mx.zeros((10, 36), mx.uint64), mx.zeros((1,), mx.int32)])
+        _gather_q4k(kernel, threads, min_threadgroups=4)
+    names = [b["name"] for b in builds]
     assert len(names) == 2 and names[0] != names[1], names
 
 
