@@ -41,6 +41,7 @@ struct Barrier {
 struct Warp {
   Barrier sync;
   float slots[warp_lanes];
+  uint32_t words[warp_lanes];            // lane_xor
   uint32_t fragments[warp_lanes][6];     // warp_mma: each lane's a[4], b[2]; warp_wgmma64: a[4]
   const uint8_t* addresses[warp_lanes];  // ldmatrix4: each lane's row address
 
@@ -137,6 +138,16 @@ inline float warp_sum(float v) {
   }
   w.barrier();
   return sum;
+}
+
+// The word of lane (this lane ^ mask): PTX shfl.bfly's exchange.
+inline uint32_t lane_xor(uint32_t v, uint32_t mask) {
+  Warp& w = *lane.warp;
+  w.words[lane.index] = v;
+  w.barrier();
+  const uint32_t theirs = w.words[lane.index ^ mask];
+  w.barrier();
+  return theirs;
 }
 
 // A[row][k] (row, k < 16) of the A fragments a warp's lanes left in w.fragments[lane][0..3], PTX

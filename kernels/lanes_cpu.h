@@ -29,6 +29,8 @@ inline void muser_level_pairs(uint32_t w, const H* tag, uint32_t* pairs) {
   }
 }
 
+inline uint32_t muser_lane_xor(uint32_t v, uint32_t mask) { return muser_cpu::lane_xor(v, mask); }
+
 template <typename H>
 inline void muser_mma(const uint32_t* a, const uint32_t* b, float* d, const H* tag) {
   muser_cpu::warp_mma(a, b, d, [&](uint16_t bits) { return muser_from_bits(bits, tag); });

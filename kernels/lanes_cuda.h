@@ -111,6 +111,9 @@ MUSER_FN void muser_level_pairs(uint32_t w, const __nv_bfloat16*, uint32_t* pair
   }
 }
 
+// The word of lane (this lane ^ mask) of the warp (all lanes active).
+MUSER_FN uint32_t muser_lane_xor(uint32_t v, uint32_t mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+
 // d[0..3] += A B, one warp-wide m16n8k16 multiply (PTX mma.sync, float32 accumulation); all 32
 // lanes take part. Lane (g, t) = (lane / 4, lane % 4) holds, two H per word, low half first:
 //   a[0] A[g][2t, 2t+1]   a[1] A[g+8][2t, 2t+1]   a[2] A[g][2t+8, 2t+9]   a[3] A[g+8][2t+8, 2t+9]

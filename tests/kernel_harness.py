@@ -317,7 +317,7 @@ def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
     launch = mma_launch(table, x)
     xh, x_sums = mma_operands(x, launch.output_shape[0])
     h_type, out_type = C_TYPES[xh.dtype][0], C_TYPES[x.dtype][0]
-    args = _template_args(launch, "DIMS", "VOCAB", "PARTS", "VTILES", "XTILES", "WORD_ROWS")
+    args = _template_args(launch, "DIMS", "VOCAB", "PARTS", "VTILES", "XTILES", "WORD_ROWS", "PAIRS")
     call = (
         f"muser::mma_matvec<{args}>((const uint8_t*)table, (const {h_type}*)xh, (const float*)x_sums, n, "
         f"({out_type}*)out, t, grid)"

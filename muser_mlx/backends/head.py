@@ -245,6 +245,7 @@ def mma_launch(table: Table, x: mx.array) -> Launch:
     out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
     word_rows = tuning.mma_word_rows(table.qtype, (vtiles, xtiles), x.dtype)
     defines = (("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("WORD_ROWS", int(word_rows)))
+    defines += (("PAIRS", tuning.mma_pairs(table.qtype)),)
     bound = tuning.mma_min_threadgroups(table.qtype, (vtiles, xtiles), x.dtype)
     return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype, bound)
 

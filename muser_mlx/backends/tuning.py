@@ -195,6 +195,9 @@ MMA_ONE_PASS_FORMATS = frozenset({"Q8_0", "Q5_0", "Q6_K", "Q4_1", "Q5_1", "Q3_K"
 # and for those formats, not timed for float32 x ("Matrix units").
 MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
+# The formats whose lanes decode two runs' values at a time and exchange halves (kernels/mma.h's
+# PAIRS 2: half the decodes, each of twice the values).
+MMA_RUN_PAIRS_FORMATS = frozenset({"IQ2_S", "IQ2_XS", "IQ1_M", "Q6_K", "Q2_K", "Q3_K", "NVFP4"})
 
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
@@ -344,6 +347,11 @@ def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) ->
     ``dtype`` and a ``qtype`` table (0: the compiler's choice of registers)."""
     bounds = MMA_FLOAT32_MIN_THREADGROUPS if dtype == mx.float32 else MMA_MIN_THREADGROUPS
     return bounds.get(tiles, {}).get(qtype, 0)
+
+
+def mma_pairs(qtype: str) -> int:
+    """Runs a lane of kernels/mma.h decodes at a time for a ``qtype`` table (PAIRS)."""
+    return 2 if qtype in MMA_RUN_PAIRS_FORMATS else 1
 
 
 def mma_word_rows(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> bool:
