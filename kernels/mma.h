@@ -20,10 +20,13 @@
 // Per pass a warp reads its ROWS table rows once (3,744 B each for Q4_K at DIMS 6,656) and
 // COLS * DIMS * PARTS values of xh (from cache: every warp shares x); n > COLS re-streams the table.
 // Every lane of a warp runs the same trip counts, so all 32 reach each muser_mma.
+// PAIRS 2 (blocks of at least two runs): a lane decodes 2 LANE values of one run of a pair, its own
+// and its partner's (lane t ^ 1), and the two exchange the halves (paired_runs); half the decodes.
 // WORD_ROWS: the decoders take the table rows as table_rows.h's row_type allows them (the prelude's
 // muser_row where the rows are whole words), else as byte pointers (backends/tuning.py:
 // mma_word_rows, where each was measured faster).
-// Needs from lanes_<dialect>.h: muser_level_pairs, muser_mma (in xh's type); from the prelude: muser_store.
+// Needs from lanes_<dialect>.h: muser_level_pairs, muser_mma (in xh's type), muser_lane_xor, muser_float_bits;
+// from the prelude: muser_store.
 #pragma once
 #include "matrix_unit_forms.h"
 #include "table_rows.h"

@@ -114,6 +114,31 @@ def test_cpu_mma_kernel(problem, warps, tiles):
         assert_close(cpu_mma(table, x, warps), x, dequantized(data, table.qtype))
 
 
+PAIRED = [q for q in QUANTIZED if FORMATS[q].block_values >= 64]  # blocks of at least two runs
+
+
+@pytest.mark.parametrize("qtype", PAIRED)
+def test_cpu_mma_run_pairs_are_the_same_sums(qtype):
+    """kernels/mma.h, CPU dialect, with its lanes decoding two runs at a time and exchanging halves
+    (PAIRS 2) for every format whose blocks hold pairs of runs: the same logits, bit for bit, as a
+    decode of each run (PAIRS 1), since each lane multiplies the same values in the same order; and
+    within the float64 bound. Float16, bfloat16 and float32 x, one and two passes of x."""
+    rng = np.random.default_rng(7)
+    fmt = FORMATS[qtype]
+    dims = 2 * fmt.block_values
+    data = moderate(random_table_bytes(rng, qtype, 37, dims), qtype)
+    table = Table.from_bytes(data, qtype, dims)
+    for dtype, rows in ((mx.float16, 11), (mx.bfloat16, 20), (mx.float32, 5)):
+        x = mx.array(rng.standard_normal((rows, dims)).astype(np.float32)).astype(dtype)
+        with tuning.fixed(MMA_RUN_PAIRS_FORMATS=frozenset({qtype})):
+            assert head.mma_launch(table, x).define("PAIRS") == 2
+            paired = cpu_mma(table, x, 2)
+        with tuning.fixed(MMA_RUN_PAIRS_FORMATS=frozenset()):
+            single = cpu_mma(table, x, 2)
+        assert np.array_equal(np.array(paired.astype(mx.float32)), np.array(single.astype(mx.float32)))
+        assert_close(paired, x, dequantized(data, qtype))
+
+
 @settings(deadline=None, max_examples=10)
 @given(
     problems(max_vocab=40, max_rows=11, ndims=(2,), qtypes=QUANTIZED),

@@ -196,8 +196,9 @@ MMA_ONE_PASS_FORMATS = frozenset({"Q8_0", "Q5_0", "Q6_K", "Q4_1", "Q5_1", "Q3_K"
 MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 # The formats whose lanes decode two runs' values at a time and exchange halves (kernels/mma.h's
-# PAIRS 2: half the decodes, each of twice the values).
-MMA_RUN_PAIRS_FORMATS = frozenset({"IQ2_S", "IQ2_XS", "IQ1_M", "Q6_K", "Q2_K", "Q3_K", "NVFP4"})
+# PAIRS 2: half the decodes, each of twice the values; blocks of at least two runs, 64 values):
+# those whose loop at 16 rows counts fewer instructions a value with it ("Matrix units").
+MMA_RUN_PAIRS_FORMATS = frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"})
 
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
