@@ -130,10 +130,11 @@ def test_cpu_mma_run_pairs_are_the_same_sums(qtype):
     table = Table.from_bytes(data, qtype, dims)
     for dtype, rows in ((mx.float16, 11), (mx.bfloat16, 20), (mx.float32, 5)):
         x = mx.array(rng.standard_normal((rows, dims)).astype(np.float32)).astype(dtype)
-        with tuning.fixed(MMA_RUN_PAIRS_FORMATS=frozenset({qtype})):
+        every = {tiles: frozenset({qtype}) for tiles in {*MMA_TILES, (4, 1)}}
+        with tuning.fixed(MMA_RUN_PAIRS=every, MMA_FLOAT32_RUN_PAIRS=every):
             assert head.mma_launch(table, x).define("PAIRS") == 2
             paired = cpu_mma(table, x, 2)
-        with tuning.fixed(MMA_RUN_PAIRS_FORMATS=frozenset()):
+        with tuning.fixed(MMA_RUN_PAIRS={}, MMA_FLOAT32_RUN_PAIRS={}):
             single = cpu_mma(table, x, 2)
         assert np.array_equal(np.array(paired.astype(mx.float32)), np.array(single.astype(mx.float32)))
         assert_close(paired, x, dequantized(data, qtype))
@@ -548,7 +549,7 @@ def test_which_head_kernel(monkeypatch):
         assert head.choose(q5_0, tuning.MMA_MAX_ROWS, dtype, "cuda") == "mma"
         assert head.choose(f16, tuning.TILE_MMA_MIN_ROWS, dtype, "cuda") == ("float_matmul" if same else above)
         for table in (q4k, f16):  # Q4_K one of TILE_MMA_WIDE_FORMATS, F16 not
-            last = tuning.tile_mma_max_rows(table.qtype, table.dims)
+            last = tuning.tile_mma_max_rows(table.qtype, table.dims, table.vocab)
             matmul = same and table is f16
             assert head.choose(table, last, dtype, "cuda") == ("float_matmul" if matmul else above)
             assert head.choose(table, last + 1, dtype, "cuda") == ("float_matmul" if matmul else "tiled")
@@ -577,7 +578,7 @@ def test_which_head_kernel(monkeypatch):
         <= tuning.MMA_MAX_ROWS
         < tuning.tile_mma_min_rows("Q5_0")
     )
-    assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K", 256)
+    assert tuning.tile_mma_min_rows("Q5_0") <= tuning.TILE_MMA_MAX_ROWS < tuning.tile_mma_max_rows("Q4_K", 256, 3)
     odd = Table.from_bytes(random_table_bytes(rng, "BF16", 3, 48), "BF16", 48)  # dims off whole steps of 32
     assert head.choose(odd, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
     with pytest.raises(ValueError, match="float16 or bfloat16 x"):
@@ -585,6 +586,24 @@ def test_which_head_kernel(monkeypatch):
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_compute_capability", lambda: 7)
     assert head.choose(q4k, 16, mx.float16, "cuda") == "matvec"
     assert head.choose(q4k, tuning.TILE_MMA_MIN_ROWS, mx.float16, "cuda") == "tiled"
+
+
+def test_small_tables_take_no_warpgroup_form(monkeypatch):
+    """On a device with warpgroup multiplies, a table of fewer than TILE_WGMMA_MIN_VOCAB rows (a
+    model's projection) takes kernels/tile_mma.h to TILE_MMA_MAX_ROWS rows of x, its warps' form,
+    and the tiled matmul beyond, any format; a larger table the warpgroup form to its maximum."""
+    monkeypatch.setattr(muser_mlx.backends.device, "cuda_capability", lambda: (9, 0))
+    monkeypatch.setattr(muser_mlx.backends.device, "cuda_group_shared", lambda: 227 << 10)
+    for qtype, dims, vocab in (("Q6_K", 2048, 640), ("Q4_K", 1024, 640), ("Q5_0", 640, 2048)):
+        fmt = FORMATS[qtype]
+        for rows in (vocab, tuning.TILE_WGMMA_MIN_VOCAB):
+            table = Table(mx.zeros((rows, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, rows)
+            last = tuning.tile_mma_max_rows(qtype, dims, rows, True)
+            assert (last == tuning.TILE_MMA_MAX_ROWS) == (rows < tuning.TILE_WGMMA_MIN_VOCAB), (qtype, rows, last)
+            assert head.choose(table, last, mx.bfloat16, "cuda") == "tile_mma"
+            assert head.choose(table, last + 1, mx.bfloat16, "cuda") == "tiled"
+            if rows >= tuning.TILE_WGMMA_MIN_VOCAB:
+                assert head.tile_mma_launch(table, mx.zeros((last, dims), mx.bfloat16), True).define("WARPGROUP") == 1
 
 
 @pytest.mark.parametrize("qtype", ["F16", "BF16", "F32"])

@@ -84,7 +84,7 @@ def choose(table: Table, rows: int, dtype: mx.Dtype, backend: str) -> str:
 
 def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, warpgroups: bool = False) -> bool:
     """Whether kernels/tile_mma.h takes ``rows`` rows of x of ``dtype`` for ``table``: a 16-bit x,
-    rows within tuning's range for its format and row length (tuning.tile_mma_max_rows; further
+    rows within tuning's range for its format, row length and vocab (tuning.tile_mma_max_rows; further
     where the device has warpgroup multiplies, ``warpgroups``), dims in whole steps of TILE_K
     values, a grid of at most MAX_THREADS threads (one threadgroup per output tile, no grid
     stride; :func:`tile_mma_threads` a threadgroup) and threadgroups whose buffers the device's
@@ -98,7 +98,7 @@ def tile_mma_fits(table: Table, rows: int, dtype: mx.Dtype, group_shared: int, w
         dtype in TILE_MMA_DTYPES
         and tuning.tile_mma_min_rows(table.qtype)
         <= rows
-        <= tuning.tile_mma_max_rows(table.qtype, table.dims, warpgroups)
+        <= tuning.tile_mma_max_rows(table.qtype, table.dims, table.vocab, warpgroups)
         and table.dims % TILE_K == 0
         and -(-table.vocab // TILE_ROWS) * -(-rows // xrows) * tile_mma_threads(xrows, warpgroup) <= MAX_THREADS
         and tile_mma_buffers(table, xrows, warpgroup).shared + grid_shared_bytes(table.qtype) <= group_shared
@@ -245,7 +245,7 @@ def mma_launch(table: Table, x: mx.array) -> Launch:
     out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
     word_rows = tuning.mma_word_rows(table.qtype, (vtiles, xtiles), x.dtype)
     defines = (("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("WORD_ROWS", int(word_rows)))
-    defines += (("PAIRS", tuning.mma_pairs(table.qtype)),)
+    defines += (("PAIRS", tuning.mma_pairs(table.qtype, (vtiles, xtiles), x.dtype)),)
     bound = tuning.mma_min_threadgroups(table.qtype, (vtiles, xtiles), x.dtype)
     return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype, bound)
 

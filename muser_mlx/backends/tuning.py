@@ -154,6 +154,11 @@ TILE_WGMMA_SHORT_MAX_ROWS = 128
 TILE_WGMMA_MID_MAX_ROWS = 256
 TILE_WGMMA_MID_FORMATS = frozenset({"BF16", "IQ3_S"})
 TILE_WGMMA_TILED_FORMATS = frozenset({"F32"})
+# Tables of fewer rows than TILE_WGMMA_MIN_VOCAB take no warpgroup form: kernels/tile_mma.h to
+# TILE_MMA_MAX_ROWS rows (its warps), the tiled matmul beyond (Gemma 3 270M's projections, 256 to
+# 2,048 rows, took 1.7-3x the tiled matmul's time in it at 128 and 512 rows of x; "Warpgroup matrix
+# multiplies"). Tables of 2,048 to 202,048 rows were not timed in between.
+TILE_WGMMA_MIN_VOCAB = 4096
 TILE_WGMMA_XROWS = (64, 128, 256)
 TILE_WGMMA_X_STAGES = 3
 # Steps of two tiles of TILE_K values where the warpgroups' threadgroup is 512 threads (more than
@@ -196,9 +201,11 @@ MMA_ONE_PASS_FORMATS = frozenset({"Q8_0", "Q5_0", "Q6_K", "Q4_1", "Q5_1", "Q3_K"
 MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 # The formats whose lanes decode two runs' values at a time and exchange halves (kernels/mma.h's
-# PAIRS 2: half the decodes, each of twice the values; blocks of at least two runs, 64 values):
-# those whose loop at 16 rows counts fewer instructions a value with it ("Matrix units").
-MMA_RUN_PAIRS_FORMATS = frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"})
+# PAIRS 2: half the decodes, each of twice the values; blocks of at least two runs, 64 values), by
+# layout (VTILES, XTILES), for 16-bit x and for float32 x: measured faster there ("Run pairs"),
+# slower for IQ2_XS and IQ1_M at 16 rows; float32 x not timed with them.
+MMA_RUN_PAIRS = {(4, 1): frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"}), (4, 2): frozenset({"IQ2_S"})}
+MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], frozenset[str]] = {}
 
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
@@ -289,14 +296,17 @@ def tile_mma_min_rows(qtype: str) -> int:
     return MMA_MAX_ROWS + 1 if qtype in MMA_KEPT_FORMATS else TILE_MMA_MIN_ROWS
 
 
-def tile_mma_max_rows(qtype: str, dims: int, warpgroups: bool = False) -> int:
-    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table of ``dims`` values a row
-    (``warpgroups``: on a device with warpgroup multiplies, which take the formats not in
-    TILE_WGMMA_TILED_FORMATS to TILE_WGMMA_MAX_ROWS, or to TILE_WGMMA_SHORT_MAX_ROWS for rows of
-    fewer than TILE_WGMMA_LONG_DIMS values, or TILE_WGMMA_MID_FORMATS to TILE_WGMMA_MID_MAX_ROWS)."""
+def tile_mma_max_rows(qtype: str, dims: int, vocab: int, warpgroups: bool = False) -> int:
+    """The most rows of x kernels/tile_mma.h takes for a ``qtype`` table of ``vocab`` rows of
+    ``dims`` values (``warpgroups``: on a device with warpgroup multiplies, which take the formats
+    not in TILE_WGMMA_TILED_FORMATS to TILE_WGMMA_MAX_ROWS, or to TILE_WGMMA_SHORT_MAX_ROWS for rows
+    of fewer than TILE_WGMMA_LONG_DIMS values, or TILE_WGMMA_MID_FORMATS to TILE_WGMMA_MID_MAX_ROWS;
+    a table of fewer than TILE_WGMMA_MIN_VOCAB rows to TILE_MMA_MAX_ROWS)."""
     warps = TILE_MMA_WIDE_MAX_ROWS if qtype in TILE_MMA_WIDE_FORMATS else TILE_MMA_MAX_ROWS
     if not warpgroups or qtype in TILE_WGMMA_TILED_FORMATS:
         return warps
+    if vocab < TILE_WGMMA_MIN_VOCAB:
+        return TILE_MMA_MAX_ROWS
     if dims < TILE_WGMMA_LONG_DIMS:
         return max(warps, TILE_WGMMA_SHORT_MAX_ROWS)
     return max(warps, TILE_WGMMA_MID_MAX_ROWS if qtype in TILE_WGMMA_MID_FORMATS else TILE_WGMMA_MAX_ROWS)
@@ -350,9 +360,11 @@ def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) ->
     return bounds.get(tiles, {}).get(qtype, 0)
 
 
-def mma_pairs(qtype: str) -> int:
-    """Runs a lane of kernels/mma.h decodes at a time for a ``qtype`` table (PAIRS)."""
-    return 2 if qtype in MMA_RUN_PAIRS_FORMATS else 1
+def mma_pairs(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
+    """Runs a lane of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) decodes at a time for x of
+    ``dtype`` and a ``qtype`` table (PAIRS)."""
+    pairs = MMA_FLOAT32_RUN_PAIRS if dtype == mx.float32 else MMA_RUN_PAIRS
+    return 2 if qtype in pairs.get(tiles, ()) else 1
 
 
 def mma_word_rows(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> bool:
