@@ -238,8 +238,9 @@ def bytedot_launch(table: Table, x: mx.array) -> Launch:
 def mma_launch(table: Table, x: mx.array) -> Launch:
     """kernels/mma.h for x ``[n, dims]``: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else
     1), VTILES tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
-    (tuning.mma_layout), WORD_ROWS (tuning.mma_word_rows), threadgroups an SM holds
-    (tuning.mma_min_threadgroups); out rows: n rounded up to whole passes."""
+    (tuning.mma_layout), WORD_ROWS (tuning.mma_word_rows), runs a lane decodes at a time
+    (PAIRS, tuning.mma_pairs), threadgroups an SM holds (tuning.mma_min_threadgroups); out rows: n
+    rounded up to whole passes."""
     vtiles, xtiles = tuning.mma_layout(x.shape[0], table.qtype, x.dtype)
     parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
     out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
