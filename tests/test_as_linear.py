@@ -452,8 +452,9 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
         ("IQ3_S", long_dims),
         ("Q4_0", long_dims + 64),  # 33 steps of 64: not whole chunks of them, so not unrolled
     )
-    for qtype, dims in cases:
-        table = Table.from_bytes(random_table_bytes(rng, qtype, 3, dims), qtype, dims)
+    for qtype, dims in cases:  # tables of TILE_WGMMA_MIN_VOCAB rows (fewer: test_small_tables_take_no_warpgroup_form)
+        fmt, vocab = FORMATS[qtype], tuning.TILE_WGMMA_MIN_VOCAB
+        table = Table(mx.zeros((vocab, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, vocab)
         if dims < long_dims:
             last = tuning.TILE_WGMMA_SHORT_MAX_ROWS
         else:
