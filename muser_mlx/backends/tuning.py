@@ -157,7 +157,7 @@ TILE_WGMMA_TILED_FORMATS = frozenset({"F32"})
 # Tables of fewer rows than TILE_WGMMA_MIN_VOCAB take no warpgroup form: kernels/tile_mma.h to
 # TILE_MMA_MAX_ROWS rows (its warps), the tiled matmul beyond (Gemma 3 270M's projections, 256 to
 # 2,048 rows, took 1.7-3x the tiled matmul's time in it at 128 and 512 rows of x; "Warpgroup matrix
-# multiplies"). Tables of 2,048 to 202,048 rows were not timed in between.
+# multiplies", "Small tables"). Tables between 2,048 and 202,048 rows were not timed.
 TILE_WGMMA_MIN_VOCAB = 4096
 TILE_WGMMA_XROWS = (64, 128, 256)
 TILE_WGMMA_X_STAGES = 3
@@ -202,8 +202,8 @@ MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 # The formats whose lanes decode two runs' values at a time and exchange halves (kernels/mma.h's
 # PAIRS 2: half the decodes, each of twice the values; blocks of at least two runs, 64 values), by
-# layout (VTILES, XTILES), for 16-bit x and for float32 x: measured faster there ("Run pairs"),
-# slower for IQ2_XS and IQ1_M at 16 rows; float32 x not timed with them.
+# layout (VTILES, XTILES): for 16-bit x where measured faster ("Run pairs"; IQ2_XS and IQ1_M were
+# slower at 16 rows); for float32 x none, not timed with them.
 MMA_RUN_PAIRS = {(4, 1): frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"}), (4, 2): frozenset({"IQ2_S"})}
 MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], frozenset[str]] = {}
 
