@@ -114,6 +114,13 @@ def test_cpu_mma_kernel(problem, warps, tiles):
         assert_close(cpu_mma(table, x, warps), x, dequantized(data, table.qtype))
 
 
+def zero_table(qtype: str, vocab: int, dims: int) -> Table:
+    """A ``qtype`` table of ``vocab`` rows of ``dims`` values, zero bytes, lazy (never made): for
+    the kernels' choice and launches."""
+    fmt = FORMATS[qtype]
+    return Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
+
+
 PAIRED = [q for q in QUANTIZED if FORMATS[q].block_values >= 64]  # blocks of at least two runs
 
 
@@ -128,9 +135,9 @@ def test_cpu_mma_run_pairs_are_the_same_sums(qtype):
     dims = 2 * fmt.block_values
     data = moderate(random_table_bytes(rng, qtype, 37, dims), qtype)
     table = Table.from_bytes(data, qtype, dims)
+    every = {tiles: frozenset({qtype}) for tiles in {*MMA_TILES, (4, 1)}}
     for dtype, rows in ((mx.float16, 11), (mx.bfloat16, 20), (mx.float32, 5)):
         x = mx.array(rng.standard_normal((rows, dims)).astype(np.float32)).astype(dtype)
-        every = {tiles: frozenset({qtype}) for tiles in {*MMA_TILES, (4, 1)}}
         with tuning.fixed(MMA_RUN_PAIRS=every, MMA_FLOAT32_RUN_PAIRS=every):
             assert head.mma_launch(table, x).define("PAIRS") == 2
             paired = cpu_mma(table, x, 2)
@@ -453,8 +460,7 @@ def test_warpgroups_take_the_rows_measured(monkeypatch):
         ("Q4_0", long_dims + 64),  # 33 steps of 64: not whole chunks of them, so not unrolled
     )
     for qtype, dims in cases:  # tables of TILE_WGMMA_MIN_VOCAB rows (fewer: test_small_tables_take_no_warpgroup_form)
-        fmt, vocab = FORMATS[qtype], tuning.TILE_WGMMA_MIN_VOCAB
-        table = Table(mx.zeros((vocab, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, vocab)
+        table = zero_table(qtype, tuning.TILE_WGMMA_MIN_VOCAB, dims)
         if dims < long_dims:
             last = tuning.TILE_WGMMA_SHORT_MAX_ROWS
         else:
@@ -596,9 +602,8 @@ def test_small_tables_take_no_warpgroup_form(monkeypatch):
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_capability", lambda: (9, 0))
     monkeypatch.setattr(muser_mlx.backends.device, "cuda_group_shared", lambda: 227 << 10)
     for qtype, dims, vocab in (("Q6_K", 2048, 640), ("Q4_K", 1024, 640), ("Q5_0", 640, 2048)):
-        fmt = FORMATS[qtype]
         for rows in (vocab, tuning.TILE_WGMMA_MIN_VOCAB):
-            table = Table(mx.zeros((rows, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, rows)
+            table = zero_table(qtype, rows, dims)
             last = tuning.tile_mma_max_rows(qtype, dims, rows, True)
             assert (last == tuning.TILE_MMA_MAX_ROWS) == (rows < tuning.TILE_WGMMA_MIN_VOCAB), (qtype, rows, last)
             assert head.choose(table, last, mx.bfloat16, "cuda") == "tile_mma"
