@@ -105,7 +105,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, tuning.fixed(**tuning_constants(args.settings)):
         for qtype in args.formats:
             fmt = FORMATS[qtype]
-            table = Table(mx.zeros((vocab, dims // fmt.block_values * fmt.block_bytes), mx.uint8), fmt, dims, vocab)
+            table = Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
             launch = getattr(head, f"{kernel}_launch")(table, mx.zeros((args.rows, dims), mx.float16))
             code, registers = machine_code(kernel, launch, Path(tmp))
             loop = counted_loop(kernel, code)
