@@ -762,10 +762,10 @@ def test_gpu_mma_every_format_dtype_and_tiling(qtype):
 @pytest.mark.skipif(_GPU_BACKEND is None, reason="needs MLX's Metal or CUDA backend; this MLX build has neither")
 @pytest.mark.parametrize("threadgroup", [32, 64, 128])
 def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
-    """tuning.head_threadgroup decides which warps share a threadgroup, never a logit: the
-    streamed kernels' logits at 32-128 threads are those as tuned (256, or 64 for the formats of
-    HEAD_THREADGROUP_BY_FORMAT: Q2_K here) bit for bit, a vocab no warp count divides, a grid
-    format among them (each threadgroup fills its own shared grid)."""
+    """tuning.head_threadgroup (and mma_threadgroup) decide which warps share a threadgroup, never
+    a logit: the streamed kernels' logits at 32-128 threads are those as tuned (256, or 64 for the
+    formats of HEAD_THREADGROUP_BY_FORMAT and MMA_THREADGROUP) bit for bit, a vocab no warp count
+    divides, a grid format among them (each threadgroup fills its own shared grid)."""
     rng = np.random.default_rng(threadgroup)
     for qtype in ("Q4_K", "Q5_0", "Q2_K", "IQ2_XXS", "F16"):
         data = moderate(random_table_bytes(rng, qtype, 1001, 512), qtype)
@@ -777,7 +777,7 @@ def test_gpu_streamed_heads_at_any_threadgroup(threadgroup):
             x = mx.array(rng.standard_normal((n, 512)).astype(np.float32)).astype(mx.float16)
             for kernel in kernels:
                 expected = kernel(table, x, _GPU_BACKEND)
-                with tuning.fixed(HEAD_THREADGROUP=threadgroup, HEAD_THREADGROUP_BY_FORMAT={}):
+                with tuning.fixed(HEAD_THREADGROUP=threadgroup, HEAD_THREADGROUP_BY_FORMAT={}, MMA_THREADGROUP={}):
                     got = kernel(table, x, _GPU_BACKEND)
                 assert np.array_equal(np.array(got), np.array(expected)), (qtype, n, kernel.__name__)
 
@@ -793,6 +793,27 @@ def test_streamed_heads_threadgroup_by_format():
             assert launch.threadgroup == (threads, 1, 1), qtype
     with tuning.fixed(HEAD_THREADGROUP_BY_FORMAT={}):
         assert head.matvec_launch(table, x).threadgroup == (tuning.HEAD_THREADGROUP, 1, 1) == (256, 1, 1)
+
+
+def test_matrix_units_threadgroup_by_layout():
+    """kernels/mma.h's launch takes tuning.MMA_THREADGROUP's threads for its layout and format with
+    16-bit x, head_threadgroup's for float32 x and for the layouts and formats not named."""
+    table = Table.from_bytes(np.zeros((64, 2 * 144), np.uint8), "Q4_K", 512)
+    with tuning.fixed(MMA_THREADGROUP={(4, 2): {"Q4_K": 64}}, HEAD_THREADGROUP_BY_FORMAT={}):
+        got = {
+            (n, str(dtype)): head.mma_launch(table, mx.zeros((n, 512), dtype)).threadgroup[0]
+            for n in (4, 16)
+            for dtype in (mx.bfloat16, mx.float32)
+        }
+        other = Table.from_bytes(np.zeros((64, 2 * 110), np.uint8), "IQ3_S", 512)
+        assert head.mma_launch(other, mx.zeros((16, 512), mx.float16)).threadgroup[0] == 256
+        assert head.bytedot_launch(table, mx.zeros((1, 512), mx.float16)).threadgroup[0] == 256
+    assert got == {
+        (4, "mlx.core.bfloat16"): 256,
+        (4, "mlx.core.float32"): 256,
+        (16, "mlx.core.bfloat16"): 64,
+        (16, "mlx.core.float32"): 256,
+    }, got
 
 
 def test_tile_mma_within_the_devices_shared_memory(monkeypatch):

@@ -179,14 +179,16 @@ def _launch(
     lead: tuple,
     dtype: mx.Dtype,
     min_threadgroups: int = 0,
+    threadgroup: int = 0,
 ) -> Launch:
     """A streaming kernel's launch: a warp per ``vrows`` table rows (kernels/matvec.h's grid),
-    out ``lead + (vocab,)``; ``min_threadgroups``: :class:`Launch`'s."""
+    out ``lead + (vocab,)``; ``min_threadgroups``: :class:`Launch`'s; ``threadgroup``: its threads
+    (0: tuning.head_threadgroup's)."""
     return Launch(
         format=table.format,
         defines=(("DIMS", table.dims), ("VOCAB", table.vocab), *defines),
         grid=(streaming_threads(table.vocab, vrows), 1, 1),
-        threadgroup=(tuning.head_threadgroup(table.qtype), 1, 1),
+        threadgroup=(threadgroup or tuning.head_threadgroup(table.qtype), 1, 1),
         output_shape=(*lead, table.vocab),
         output_dtype=dtype,
         min_threadgroups=min_threadgroups,
@@ -239,16 +241,17 @@ def mma_launch(table: Table, x: mx.array) -> Launch:
     """kernels/mma.h for x ``[n, dims]``: PARTS (FLOAT32_PARTS bfloat16 terms of float32 x, else
     1), VTILES tiles of MMA_ROWS table rows per warp and XTILES of MMA_COLS rows of x per pass
     (tuning.mma_layout), WORD_ROWS (tuning.mma_word_rows), runs a lane decodes at a time
-    (PAIRS, tuning.mma_pairs), threadgroups an SM holds (tuning.mma_min_threadgroups); out rows: n
-    rounded up to whole passes."""
-    vtiles, xtiles = tuning.mma_layout(x.shape[0], table.qtype, x.dtype)
+    (PAIRS, tuning.mma_pairs), threads a threadgroup (tuning.mma_threadgroup) and threadgroups an SM
+    holds (tuning.mma_min_threadgroups); out rows: n rounded up to whole passes."""
+    tiles = vtiles, xtiles = tuning.mma_layout(x.shape[0], table.qtype, x.dtype)
     parts = FLOAT32_PARTS if x.dtype == mx.float32 else 1
     out_rows = -(-x.shape[0] // (MMA_COLS * xtiles)) * MMA_COLS * xtiles
-    word_rows = tuning.mma_word_rows(table.qtype, (vtiles, xtiles), x.dtype)
+    word_rows = tuning.mma_word_rows(table.qtype, tiles, x.dtype)
     defines = (("PARTS", parts), ("VTILES", vtiles), ("XTILES", xtiles), ("WORD_ROWS", int(word_rows)))
-    defines += (("PAIRS", tuning.mma_pairs(table.qtype, (vtiles, xtiles), x.dtype)),)
-    bound = tuning.mma_min_threadgroups(table.qtype, (vtiles, xtiles), x.dtype)
-    return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype, bound)
+    defines += (("PAIRS", tuning.mma_pairs(table.qtype, tiles, x.dtype)),)
+    bound = tuning.mma_min_threadgroups(table.qtype, tiles, x.dtype)
+    threads = tuning.mma_threadgroup(table.qtype, tiles, x.dtype)
+    return _launch(table, defines, MMA_ROWS * vtiles, (out_rows,), x.dtype, bound, threads)
 
 
 class TileBuffers(NamedTuple):

@@ -206,6 +206,11 @@ MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 # slower at 16 rows); for float32 x none, not timed with them.
 MMA_RUN_PAIRS = {(4, 1): frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"}), (4, 2): frozenset({"IQ2_S"})}
 MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], frozenset[str]] = {}
+# Threads per threadgroup of the matrix units by layout (VTILES, XTILES) and format, for 16-bit x,
+# where measured faster than head_threadgroup's ("Matrix units' threadgroups"); float32 x, not
+# timed with them, and the formats and layouts not named take head_threadgroup's. Their launch
+# bounds (MMA_MIN_THREADGROUPS) count threadgroups of these threads.
+MMA_THREADGROUP: dict[tuple[int, int], dict[str, int]] = {}
 
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
@@ -358,6 +363,13 @@ def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) ->
     ``dtype`` and a ``qtype`` table (0: the compiler's choice of registers)."""
     bounds = MMA_FLOAT32_MIN_THREADGROUPS if dtype == mx.float32 else MMA_MIN_THREADGROUPS
     return bounds.get(tiles, {}).get(qtype, 0)
+
+
+def mma_threadgroup(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
+    """Threads per threadgroup of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of
+    ``dtype`` and a ``qtype`` table."""
+    threads = 0 if dtype == mx.float32 else MMA_THREADGROUP.get(tiles, {}).get(qtype, 0)
+    return threads or head_threadgroup(qtype)
 
 
 def mma_pairs(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
