@@ -79,14 +79,16 @@ def test_launch_bounds_cap_the_registers(kernel, tmp_path):
     """A launch with launch bounds compiles to the registers that let that many threadgroups share
     an SM's 65,536: the one-row byte dot products of IQ3_S (tuning.BYTEDOT_MIN_THREADGROUPS) take
     more than 64 without them and at most 64 at 4 threadgroups of 256 threads; the matrix units of
-    IQ3_XXS at 16 rows of x (MMA_MIN_THREADGROUPS) more than 128, and at most 128 at 2."""
+    IQ3_XXS at 16 rows of x (MMA_MIN_THREADGROUPS, at 256 threads: MMA_THREADGROUP emptied) more
+    than 128, and at most 128 at 2."""
     qtype, rows, bound, cap = ("IQ3_S", 1, 4, 64) if kernel == "bytedot" else ("IQ3_XXS", 16, 2, 128)
     fmt = FORMATS[qtype]
     table = Table.from_bytes(np.zeros((256, fmt.row_bytes(6656)), np.uint8), qtype, 6656)
     x = mx.zeros((rows, 6656), mx.float16)
     counts = []
     for b in (0, bound):
-        with tuning.fixed(BYTEDOT_MIN_THREADGROUPS={qtype: b}, MMA_MIN_THREADGROUPS={(4, 2): {qtype: b}}):
+        bounds = {"BYTEDOT_MIN_THREADGROUPS": {qtype: b}, "MMA_MIN_THREADGROUPS": {(4, 2): {qtype: b}}}
+        with tuning.fixed(**bounds, MMA_THREADGROUP={}):
             launch = getattr(head, f"{kernel}_launch")(table, x)
         assert launch.min_threadgroups == b
         c_types = {"table": "uint64_t", "out": "__half"}

@@ -206,11 +206,12 @@ MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 # slower at 16 rows); for float32 x none, not timed with them.
 MMA_RUN_PAIRS = {(4, 1): frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"}), (4, 2): frozenset({"IQ2_S"})}
 MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], frozenset[str]] = {}
-# Threads per threadgroup of the matrix units by layout (VTILES, XTILES) and format, for 16-bit x,
-# where measured faster than head_threadgroup's ("Matrix units' threadgroups"); float32 x, not
-# timed with them, and the formats and layouts not named take head_threadgroup's. Their launch
-# bounds (MMA_MIN_THREADGROUPS) count threadgroups of these threads.
-MMA_THREADGROUP: dict[tuple[int, int], dict[str, int]] = {}
+# Threads per threadgroup of the matrix units by layout (VTILES, XTILES) and format, for 16-bit x:
+# 64 measured 4-10% faster than 256 at 16 rows of x for these six, level or slower for the other
+# formats ("Threadgroups of the matrix units"); float32 x, the 2-8-row layout and the formats not
+# named take head_threadgroup's. Their launch bounds (MMA_MIN_THREADGROUPS) count threadgroups of
+# these threads.
+MMA_THREADGROUP = {(4, 2): dict.fromkeys(("IQ3_XXS", "IQ2_XXS", "NVFP4", "Q4_1", "Q4_K", "Q5_1"), 64)}
 
 
 # The caches that hold what was decided from these constants, emptied by fixed() on entry and exit
