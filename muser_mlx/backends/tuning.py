@@ -200,12 +200,12 @@ MMA_ONE_PASS_FORMATS = frozenset({"Q8_0", "Q5_0", "Q6_K", "Q4_1", "Q5_1", "Q3_K"
 # and for those formats, not timed for float32 x ("Matrix units").
 MMA_WORD_ROWS_TILES = frozenset({(4, 2)})
 MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
-# The formats whose lanes decode two runs' values at a time and exchange halves (kernels/mma.h's
-# PAIRS 2: half the decodes, each of twice the values; blocks of at least two runs, 64 values), by
-# layout (VTILES, XTILES): for 16-bit x where measured faster ("Run pairs"; IQ2_XS and IQ1_M were
-# slower at 16 rows); for float32 x none, not timed with them.
-MMA_RUN_PAIRS = {(4, 1): frozenset({"IQ2_S", "IQ2_XS", "IQ1_M"}), (4, 2): frozenset({"IQ2_S"})}
-MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], frozenset[str]] = {}
+# Runs a lane of the matrix units decodes at a time, by layout (VTILES, XTILES) and format, else 1:
+# 2 (kernels/mma.h's PAIRS: lanes decode two runs' values and exchange halves, half the decodes,
+# each of twice the values; blocks of at least two runs, 64 values) for 16-bit x where measured
+# faster ("Run pairs"; IQ2_XS and IQ1_M were slower at 16 rows); for float32 x none, not timed.
+MMA_RUN_PAIRS = {(4, 1): dict.fromkeys(("IQ2_S", "IQ2_XS", "IQ1_M"), 2), (4, 2): {"IQ2_S": 2}}
+MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], dict[str, int]] = {}
 # Threads per threadgroup of the matrix units by layout (VTILES, XTILES) and format, for 16-bit x:
 # 64 measured 4-10% faster than 256 at 16 rows of x for these six, level or slower for the other
 # formats ("Threadgroups of the matrix units"); float32 x, the 2-8-row layout and the formats not
@@ -359,25 +359,29 @@ def bytedot_min_threadgroups(qtype: str, dtype: mx.Dtype) -> int:
     return 0 if dtype == mx.float32 else BYTEDOT_MIN_THREADGROUPS.get(qtype, 0)
 
 
+def _mma_setting(sixteen: dict, float32: dict, qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
+    """What a table of the matrix units' settings by layout and format gives a ``qtype`` table in
+    layout ``tiles`` (VTILES, XTILES): ``float32``'s for float32 x, else ``sixteen``'s; 0 if it
+    names neither."""
+    return (float32 if dtype == mx.float32 else sixteen).get(tiles, {}).get(qtype, 0)
+
+
 def mma_min_threadgroups(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
     """Threadgroups an SM is to hold of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of
     ``dtype`` and a ``qtype`` table (0: the compiler's choice of registers)."""
-    bounds = MMA_FLOAT32_MIN_THREADGROUPS if dtype == mx.float32 else MMA_MIN_THREADGROUPS
-    return bounds.get(tiles, {}).get(qtype, 0)
+    return _mma_setting(MMA_MIN_THREADGROUPS, MMA_FLOAT32_MIN_THREADGROUPS, qtype, tiles, dtype)
 
 
 def mma_threadgroup(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
     """Threads per threadgroup of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) for x of
     ``dtype`` and a ``qtype`` table."""
-    threads = 0 if dtype == mx.float32 else MMA_THREADGROUP.get(tiles, {}).get(qtype, 0)
-    return threads or head_threadgroup(qtype)
+    return _mma_setting(MMA_THREADGROUP, {}, qtype, tiles, dtype) or head_threadgroup(qtype)
 
 
 def mma_pairs(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> int:
     """Runs a lane of kernels/mma.h in layout ``tiles`` (VTILES, XTILES) decodes at a time for x of
     ``dtype`` and a ``qtype`` table (PAIRS)."""
-    pairs = MMA_FLOAT32_RUN_PAIRS if dtype == mx.float32 else MMA_RUN_PAIRS
-    return 2 if qtype in pairs.get(tiles, ()) else 1
+    return _mma_setting(MMA_RUN_PAIRS, MMA_FLOAT32_RUN_PAIRS, qtype, tiles, dtype) or 1
 
 
 def mma_word_rows(qtype: str, tiles: tuple[int, int], dtype: mx.Dtype) -> bool:
