@@ -207,10 +207,10 @@ MMA_BYTE_ROWS_FORMATS = frozenset({"TQ2_0", "IQ2_XXS", "IQ3_XXS"})
 MMA_RUN_PAIRS = {(4, 1): dict.fromkeys(("IQ2_S", "IQ2_XS", "IQ1_M"), 2), (4, 2): {"IQ2_S": 2}}
 MMA_FLOAT32_RUN_PAIRS: dict[tuple[int, int], dict[str, int]] = {}
 # Threads per threadgroup of the matrix units by layout (VTILES, XTILES) and format, for 16-bit x:
-# 64 measured 4-10% faster than 256 at 16 rows of x for these six, level or slower for the other
-# formats ("Threadgroups of the matrix units"); float32 x, the 2-8-row layout and the formats not
-# named take head_threadgroup's. Their launch bounds (MMA_MIN_THREADGROUPS) count threadgroups of
-# these threads.
+# 64 measured 4-10% faster than 256 at 16 rows of float16 x for these six, level or slower for the
+# other formats ("Threadgroups of the matrix units"); float32 x, the 2-8-row layout and the formats
+# not named take head_threadgroup's. Their launch bounds (MMA_MIN_THREADGROUPS) count threadgroups
+# of these threads.
 MMA_THREADGROUP = {(4, 2): dict.fromkeys(("IQ3_XXS", "IQ2_XXS", "NVFP4", "Q4_1", "Q4_K", "Q5_1"), 64)}
 
 
