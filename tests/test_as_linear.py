@@ -798,14 +798,14 @@ def test_streamed_heads_threadgroup_by_format():
 def test_matrix_units_threadgroup_by_layout():
     """kernels/mma.h's launch takes tuning.MMA_THREADGROUP's threads for its layout and format with
     16-bit x, head_threadgroup's for float32 x and for the layouts and formats not named."""
-    table = Table.from_bytes(np.zeros((64, 2 * 144), np.uint8), "Q4_K", 512)
+    table = zero_table("Q4_K", 64, 512)
     with tuning.fixed(MMA_THREADGROUP={(4, 2): {"Q4_K": 64}}, HEAD_THREADGROUP_BY_FORMAT={}):
         got = {
             (n, str(dtype)): head.mma_launch(table, mx.zeros((n, 512), dtype)).threadgroup[0]
             for n in (4, 16)
             for dtype in (mx.bfloat16, mx.float32)
         }
-        other = Table.from_bytes(np.zeros((64, 2 * 110), np.uint8), "IQ3_S", 512)
+        other = zero_table("IQ3_S", 64, 512)
         assert head.mma_launch(other, mx.zeros((16, 512), mx.float16)).threadgroup[0] == 256
         assert head.bytedot_launch(table, mx.zeros((1, 512), mx.float16)).threadgroup[0] == 256
     assert got == {
