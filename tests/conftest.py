@@ -133,6 +133,13 @@ def finite_float_fields(blocks: np.ndarray, qtype: str) -> np.ndarray:
     return map_float_fields(blocks, qtype, finite)
 
 
+def zero_table(qtype: str, vocab: int, dims: int) -> Table:
+    """A ``qtype`` table of ``vocab`` rows of ``dims`` values, zero bytes, lazy (never made): for
+    the kernels' choice and launches."""
+    fmt = FORMATS[qtype]
+    return Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
+
+
 def random_table_bytes(rng: np.random.Generator, qtype: str, vocab: int, dims: int) -> np.ndarray:
     """uint8 [vocab, row_bytes]: random blocks of ``qtype`` with finite float fields."""
     fmt = FORMATS[qtype]

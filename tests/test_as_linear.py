@@ -24,7 +24,15 @@ from muser_mlx import FORMATS, Embedding, Table, as_linear
 from muser_mlx.backends import _GPU_BACKEND, head, tuning
 from muser_mlx.backends.head import bytedot_launch, mma_operands, x_planes
 
-from conftest import FIXTURES, fixture, map_float_fields, random_table_bytes, top_exponent_bit, write_out
+from conftest import (
+    FIXTURES,
+    fixture,
+    map_float_fields,
+    random_table_bytes,
+    top_exponent_bit,
+    write_out,
+    zero_table,
+)
 from kernel_harness import cpu_bytedot, cpu_matvec, cpu_mma, cpu_tile_mma, cpu_x_runs, metal_matvec
 
 ALL_QTYPES = tuple(sorted(FORMATS))
@@ -112,13 +120,6 @@ def test_cpu_mma_kernel(problem, warps, tiles):
     table, data, x = problem
     with tuning.fixed(MMA_VTILES=tiles[0], MMA_XTILES=tiles[1], MMA_ONE_PASS_FORMATS=frozenset()):
         assert_close(cpu_mma(table, x, warps), x, dequantized(data, table.qtype))
-
-
-def zero_table(qtype: str, vocab: int, dims: int) -> Table:
-    """A ``qtype`` table of ``vocab`` rows of ``dims`` values, zero bytes, lazy (never made): for
-    the kernels' choice and launches."""
-    fmt = FORMATS[qtype]
-    return Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
 
 
 PAIRED = [q for q in QUANTIZED if FORMATS[q].block_values >= 64]  # blocks of at least two runs

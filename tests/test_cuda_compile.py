@@ -9,12 +9,13 @@ import shutil
 import subprocess
 
 import mlx.core as mx
-import numpy as np
 import pytest
 
-from muser_mlx import FORMATS, Table
+from muser_mlx import FORMATS
 from muser_mlx.backends import device, head, tuning
 from muser_mlx.formats.grids import shared_bytes as grid_shared_bytes
+
+from conftest import zero_table
 
 NVCC = shutil.which("nvcc")
 pytestmark = pytest.mark.skipif(NVCC is None, reason="no nvcc (CUDA's compiler) on PATH")
@@ -55,7 +56,7 @@ def test_tile_mma_compiles_for_sm90a_without_serialized_wgmma(qtype, tmp_path):
         (300, 6656, 1, mx.float16, "__half"),
         (300, short, 1, mx.bfloat16, "__nv_bfloat16"),
     ):
-        table = Table.from_bytes(np.zeros((256, fmt.row_bytes(dims)), np.uint8), qtype, dims)
+        table = zero_table(qtype, 256, dims)
         launch = head.tile_mma_launch(table, mx.zeros((rows, dims), dtype), warpgroups=True)
         assert launch.define("WARPGROUP") == warpgroup
         report = ptxas_report(launch, {"table": "uint64_t", "x": c_type, "x_steps": c_type, "out": c_type}, tmp_path)
@@ -82,8 +83,7 @@ def test_launch_bounds_cap_the_registers(kernel, tmp_path):
     IQ3_XXS at 16 rows of x (MMA_MIN_THREADGROUPS, at 256 threads: MMA_THREADGROUP emptied) more
     than 128, and at most 128 at 2."""
     qtype, rows, bound, cap = ("IQ3_S", 1, 4, 64) if kernel == "bytedot" else ("IQ3_XXS", 16, 2, 128)
-    fmt = FORMATS[qtype]
-    table = Table.from_bytes(np.zeros((256, fmt.row_bytes(6656)), np.uint8), qtype, 6656)
+    table = zero_table(qtype, 256, 6656)
     x = mx.zeros((rows, 6656), mx.float16)
     counts = []
     for b in (0, bound):
