@@ -131,7 +131,8 @@ struct Format;
 // Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), and TQ2_0, whose heads measured faster with it ("Byte dot
 // products"). Elsewhere the byte dot products and matrix units skip it, two float instructions
 // per run that nvcc keeps (0 * x is not 0 for every float x), and the matrix units' loads of x's
-// run sums.
+// run sums, which the host then does not make (backends/head.py: run_offsets reads a decoder's
+// "offsets = 1" from its header).
 // word_rows: 1 where the byte dot products and the matrix units may read a row of whole words
 // through the prelude's muser_row (table_rows.h: row_type), 0 for Q3_K, Q6_K, IQ2_S and IQ3_S, whose
 // one-row heads measured slower with it ("Aligned loads").

@@ -38,6 +38,7 @@ from muser_mlx.backends.head import (
     matvec_launch,
     mma_launch,
     mma_operands,
+    run_offsets,
     tile_mma_launch,
     x_planes,
     x_run_words,
@@ -315,7 +316,7 @@ def cpu_mma(table, x: mx.array, warps: int | None = None) -> mx.array:
     """kernels/mma.h through prelude_cpu.h on ``mma_operands(x)``, ``warps`` warps of 32 threads
     (default: the package's grid), tuning's (VTILES, XTILES)."""
     launch = mma_launch(table, x)
-    xh, x_sums = mma_operands(x, launch.output_shape[0])
+    xh, x_sums = mma_operands(x, launch.output_shape[0], run_offsets(table))
     h_type, out_type = C_TYPES[xh.dtype][0], C_TYPES[x.dtype][0]
     args = _template_args(launch, "DIMS", "VOCAB", "PARTS", "VTILES", "XTILES", "WORD_ROWS", "PAIRS")
     call = (

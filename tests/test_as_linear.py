@@ -122,6 +122,22 @@ def test_cpu_mma_kernel(problem, warps, tiles):
         assert_close(cpu_mma(table, x, warps), x, dequantized(data, table.qtype))
 
 
+@pytest.mark.parametrize("qtype", QUANTIZED)
+def test_cpu_mma_reads_x_sums_where_the_decoder_has_offsets(qtype):
+    """kernels/mma.h, CPU dialect, every quantized format: x's run sums are made only for the
+    formats whose header declares offsets (head.run_offsets), one zero in their place for the
+    others, and the logits are right either way (a format with offsets given the zero would not
+    be)."""
+    rng = np.random.default_rng(8)
+    dims = 2 * FORMATS[qtype].block_values
+    data = moderate(random_table_bytes(rng, qtype, 40, dims), qtype)
+    table = Table.from_bytes(data, qtype, dims)
+    x = mx.array(rng.standard_normal((16, dims)).astype(np.float32)).astype(mx.float16)
+    offsets = head.run_offsets(table)
+    assert mma_operands(x, 16, offsets)[1].shape == ((dims // 16, 16) if offsets else (1, 1))
+    assert_close(cpu_mma(table, x, 2), x, dequantized(data, qtype))
+
+
 PAIRED = [q for q in QUANTIZED if FORMATS[q].block_values >= 64]  # blocks of at least two runs
 
 

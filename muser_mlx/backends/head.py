@@ -31,9 +31,13 @@ in the compiled call. The table's bytes are the GPU kernels' data already
 
 from __future__ import annotations
 
+import functools
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
+import numpy as np
 
 from ..formats.grids import shared_bytes as grid_shared_bytes
 from ..memory import device_memory
@@ -355,14 +359,17 @@ def tile_mma_launch(table: Table, x: mx.array, warpgroups: bool = False) -> Laun
     )
 
 
-def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
+def mma_operands(x: mx.array, rows: int, sums: bool = True) -> tuple[mx.array, mx.array]:
     """x [n, dims] -> kernels/mma.h's inputs: xh [parts, rows, dims] in the multiply's 16-bit
-    type and x_sums [dims / 16, rows] float32 (x's sums over each 16 values), x padded with zero
-    rows to ``rows`` (the launch's output rows: whole passes). float16 and bfloat16 x are their own single part; float32 x
-    is FLOAT32_PARTS bfloat16 terms, each the rounding of what the ones before leave (exact
+    type and x_sums [dims / 16, rows] float32 (x's sums over each 16 values; without ``sums``, for
+    a format whose runs have no offset (:func:`run_offsets`), one zero that the kernel never
+    reads: three MLX operations fewer a call), x padded with zero rows to ``rows`` (the launch's
+    output rows: whole passes). float16 and bfloat16 x are their own single part; float32 x is
+    FLOAT32_PARTS bfloat16 terms, each the rounding of what the ones before leave (exact
     differences: the terms sum to x exactly, barring underflow)."""
     n, dims = x.shape
-    x = mx.pad(x, [(0, rows - n), (0, 0)])
+    if rows > n:
+        x = mx.pad(x, [(0, rows - n), (0, 0)])
     if x.dtype == mx.float32:
         parts, rest = [], x
         for _ in range(FLOAT32_PARTS):
@@ -371,7 +378,24 @@ def mma_operands(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
         xh = mx.stack(parts)
     else:
         xh = x[None]
+    if not sums:
+        return xh, _NO_SUMS
     return xh, x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
+
+
+_NO_SUMS = mx.array(np.zeros((1, 1), np.float32))  # made, not a lazy zeros: no operation for a call to run
+
+
+def run_offsets(table: Table) -> bool:
+    """Whether ``table``'s decoder declares ``offsets = 1`` (kernels/formats.h: its runs subtract an
+    offset times x's sum over the run, ggml's mins) in its header, the one place that says so:
+    kernels/mma.h reads x_sums then."""
+    return _declares_offsets(tuning.KERNEL_SOURCES / table.format.kernel_file)
+
+
+@functools.cache
+def _declares_offsets(header: Path) -> bool:
+    return re.search(r"\boffsets = 1\b", header.read_text()) is not None
 
 
 def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool = False) -> DeviceBackend:
@@ -414,7 +438,7 @@ def mma(table: Table, x: mx.array, backend: str) -> mx.array:
         raise ValueError(f"mma needs a backend with warp matrix multiplies, got {backend!r}")
     x2 = x.reshape(-1, table.dims)
     launch = mma_launch(table, x2)
-    xh, x_sums = mma_operands(x2, launch.output_shape[0])
+    xh, x_sums = mma_operands(x2, launch.output_shape[0], run_offsets(table))
     out = device.mma_kernel(launch, [table_words(table.data), xh, x_sums])[: x2.shape[0]]
     return out.reshape(*x.shape[:-1], table.vocab)
 

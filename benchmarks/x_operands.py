@@ -1,0 +1,83 @@
+"""The matrix units' operands of x (``backends.head.mma_operands``: what a call of kernels/mma.h
+builds before its kernel), as ``head.mma`` makes them for a format whose runs have offsets (x's
+run sums) and for one without (no sums), against the same with x padded and its sums made every
+time whatever the format. Queued calls (common.queued_seconds: device time per call, the host's
+graph building apart), the three alternating in each of --rounds rounds, the median of them; x
+float16 of --rows rows at --dims values.
+
+    python benchmarks/x_operands.py
+    python benchmarks/x_operands.py --dims 640 --rows 16 --rounds 9
+
+Prints a table and writes benchmarks/results/x_operands_<cpu|gpu>.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import mlx.core as mx
+import numpy as np
+
+from muser_mlx import FORMATS, Table
+from muser_mlx.backends import head
+
+from common import markdown, queued_seconds, save
+
+QUEUED, FRESH = 8, 64
+
+
+def padded_with_sums(x: mx.array, rows: int) -> tuple[mx.array, mx.array]:
+    """The alternative: x padded to ``rows`` even where it has them, and its run sums made for
+    every format."""
+    n, dims = x.shape
+    x = mx.pad(x, [(0, rows - n), (0, 0)])
+    return x[None], x.astype(mx.float32).reshape(-1, dims // 16, 16).sum(axis=-1).T
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dims", nargs="+", type=int, default=[640, 6656])
+    p.add_argument("--rows", nargs="+", type=int, default=[4, 12, 16])
+    p.add_argument("--reps", type=int, default=21)
+    p.add_argument("--rounds", type=int, default=5)
+    args = p.parse_args()
+    calls = {
+        "offsets": lambda x, rows: head.mma_operands(x, rows, True),
+        "no offsets": lambda x, rows: head.mma_operands(x, rows, False),
+        "padded, with sums": padded_with_sums,
+    }
+    rows_md, runs = [], []
+    for dims in args.dims:
+        for n in args.rows:
+            table = Table.from_bytes(np.zeros((64, FORMATS["Q4_0"].row_bytes(dims)), np.uint8), "Q4_0", dims)
+            rows = head.mma_launch(table, mx.zeros((n, dims), mx.float16)).output_shape[0]  # whole passes
+            xs = [mx.random.normal((n, dims)).astype(mx.float16) for _ in range(FRESH)]
+            mx.eval(xs)
+            times = {name: [] for name in calls}
+            for _ in range(args.rounds):
+                for name, call in calls.items():
+                    device, _ = queued_seconds(
+                        lambda j, xs=xs: (xs[j % FRESH],), lambda x, c=call, r=rows: c(x, r), args.reps, QUEUED
+                    )
+                    times[name].append(device)
+            us = {name: statistics.median(t) * 1e6 for name, t in times.items()}
+            base = us["padded, with sums"]
+            rows_md.append(
+                [f"{n} x {dims:,}", rows, *(f"{us[k]:.1f}" for k in calls), f"{us['offsets'] / base:.2f}"]
+                + [f"{us['no offsets'] / base:.2f}"]
+            )
+            runs.append(dict(dims=dims, rows=n, launch_rows=rows, us=us))
+            print(*rows_md[-1], sep="\t", flush=True)
+    table_md = markdown(
+        ["x", "launch rows", *(f"{k} us" for k in calls), "offsets / padded", "no offsets / padded"], rows_md
+    )
+    table_md += (
+        f"\n\nx float16; device us per call, {QUEUED} and {2 * QUEUED} calls queued, median of {args.reps}, "
+        f"then of {args.rounds} rounds alternating.\nCommand: `python benchmarks/x_operands.py`"
+    )
+    print(save("x_operands", "The matrix units' operands of x", table_md, dict(runs=runs)))
+
+
+if __name__ == "__main__":
+    main()
