@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 
 import mlx.core as mx
 import numpy as np
@@ -63,10 +64,8 @@ def main() -> None:
                     times[name].append(device)
             us = {name: statistics.median(t) * 1e6 for name, t in times.items()}
             base = us["padded, with sums"]
-            rows_md.append(
-                [f"{n} x {dims:,}", rows, *(f"{us[k]:.1f}" for k in calls), f"{us['offsets'] / base:.2f}"]
-                + [f"{us['no offsets'] / base:.2f}"]
-            )
+            ratios = (f"{us[k] / base:.2f}" for k in ("offsets", "no offsets"))
+            rows_md.append([f"{n} x {dims:,}", rows, *(f"{us[k]:.1f}" for k in calls), *ratios])
             runs.append(dict(dims=dims, rows=n, launch_rows=rows, us=us))
             print(*rows_md[-1], sep="\t", flush=True)
     table_md = markdown(
@@ -74,7 +73,7 @@ def main() -> None:
     )
     table_md += (
         f"\n\nx float16; device us per call, {QUEUED} and {2 * QUEUED} calls queued, median of {args.reps}, "
-        f"then of {args.rounds} rounds alternating.\nCommand: `python benchmarks/x_operands.py`"
+        f"then of {args.rounds} rounds alternating.\nCommand: `python benchmarks/x_operands.py{''.join(' ' + a for a in sys.argv[1:])}`"
     )
     print(save("x_operands", "The matrix units' operands of x", table_md, dict(runs=runs)))
 
