@@ -140,11 +140,18 @@ def over_tiles(table: Table, dtype: mx.Dtype, backend: str, step) -> list[mx.arr
     out: list[mx.array] = []
     for start in range(0, table.vocab, tile_rows):
         stop = min(start + tile_rows, table.vocab)
-        ids = mx.arange(start, stop, dtype=mx.int32)
+        ids = _tile_ids(start, stop)
         if out:
             ids = mx.depends(ids, out[-1])
         out.append(step(start, stop, gather(ids), out[-1] if out else None))
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_ids(start: int, stop: int) -> mx.array:
+    """int32 ``[stop - start]``, ids ``start .. stop - 1``: made once a tile, so that a call's
+    graph holds no operation that makes them (a kernel launch each on a GPU)."""
+    return mx.array(np.arange(start, stop, dtype=np.int32))
 
 
 def tiled(table: Table, x: mx.array, backend: str) -> mx.array:
@@ -474,9 +481,17 @@ def x_steps(x: mx.array, xrows: int) -> mx.array:
     tiles = -(-n // xrows)
     x = mx.pad(x.reshape(n, dims), [(0, tiles * xrows - n), (0, 0)])
     x = x.reshape(tiles, xrows, dims // TILE_K, TILE_K // 8, 8)  # [t, q, s, c, 8]
-    q = mx.arange(xrows).reshape(1, xrows, 1, 1, 1)
-    x = mx.take_along_axis(x, mx.arange(TILE_K // 8).reshape(1, 1, 1, -1, 1) ^ (q // 2 % 4), axis=3)
+    x = mx.take_along_axis(x, _chunk_order(xrows), axis=3)
     return x.transpose(0, 2, 1, 3, 4).reshape(tiles, dims // TILE_K, xrows, TILE_K)
+
+
+@functools.cache
+def _chunk_order(xrows: int) -> mx.array:
+    """int32 ``[1, xrows, 1, TILE_K / 8, 1]``: for row q of an x tile, the chunk that
+    :func:`x_steps` puts at each place c, c ^ (q / 2 % 4); made once, so that a call's graph
+    holds no operation that computes it."""
+    q = np.arange(xrows).reshape(1, xrows, 1, 1, 1)
+    return mx.array((np.arange(TILE_K // 8).reshape(1, 1, 1, -1, 1) ^ (q // 2 % 4)).astype(np.int32))
 
 
 def cpu_matvec(table: Table, x: mx.array, backend: str) -> mx.array:
