@@ -397,21 +397,23 @@ def test_cpu_tile_mma_kernel(qtype):
 
 
 @pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
-def test_x_steps_is_x_in_the_stages_layout(dtype):
+@pytest.mark.parametrize("lead", [(2, 35), (4, 32)])
+def test_x_steps_is_x_in_the_stages_layout(dtype, lead):
     """head.x_steps, what the warpgroups' bulk copies read, against the layout stated in NumPy:
     x tile t, step s, row q holds x row t * XROWS + q (zeros past x's rows), values s * 32 ..,
     value k at (k / 8 ^ q / 2 % 4) * 8 + k % 8 (kernels/tile_mma.h: tile_at). x of 3 dims, its rows
-    not a multiple of XROWS."""
+    not a multiple of XROWS (70: padded) and a multiple (128: not)."""
     rng = np.random.default_rng(3)
     xrows, dims = 64, 96
-    x = mx.array(rng.standard_normal((2, 35, dims)).astype(np.float32)).astype(dtype)
-    values = np.array(x.astype(mx.float32)).reshape(70, dims)
-    padded = np.zeros((128, dims), np.float32)
-    padded[:70] = values
-    want = np.zeros((2, dims // 32, xrows, 32), np.float32)
+    x = mx.array(rng.standard_normal((*lead, dims)).astype(np.float32)).astype(dtype)
+    n = lead[0] * lead[1]
+    tiles = -(-n // xrows)
+    padded = np.zeros((tiles * xrows, dims), np.float32)
+    padded[:n] = np.array(x.astype(mx.float32)).reshape(n, dims)
+    want = np.zeros((tiles, dims // 32, xrows, 32), np.float32)
     for q in range(xrows):
         at = np.array([(k // 8 ^ q // 2 % 4) * 8 + k % 8 for k in range(32)])
-        for t in range(2):
+        for t in range(tiles):
             for s in range(dims // 32):
                 want[t, s, q, at] = padded[t * xrows + q, 32 * s : 32 * s + 32]
     steps = head.x_steps(x, xrows)

@@ -479,7 +479,9 @@ def x_steps(x: mx.array, xrows: int) -> mx.array:
     dims = x.shape[-1]
     n = x.size // dims
     tiles = -(-n // xrows)
-    x = mx.pad(x.reshape(n, dims), [(0, tiles * xrows - n), (0, 0)])
+    x = x.reshape(n, dims)
+    if tiles * xrows > n:
+        x = mx.pad(x, [(0, tiles * xrows - n), (0, 0)])
     x = x.reshape(tiles, xrows, dims // TILE_K, TILE_K // 8, 8)  # [t, q, s, c, 8]
     x = mx.take_along_axis(x, _chunk_order(xrows), axis=3)
     return x.transpose(0, 2, 1, 3, 4).reshape(tiles, dims // TILE_K, xrows, TILE_K)
