@@ -111,6 +111,15 @@ def copy_bandwidth(gib: float = 1.0, reps: int = 10) -> float:
     return 2 * x.nbytes / queued_seconds(lambda i: (x,), lambda a: a + 1.0, reps, calls=2)[0]
 
 
+def zero_table(qtype: str, vocab: int, dims: int):
+    """A ``qtype`` Table of ``vocab`` rows of ``dims`` values whose bytes are a lazy array of zeros,
+    never made: for a kernel's choice and launch."""
+    from muser_mlx import FORMATS, Table
+
+    fmt = FORMATS[qtype]
+    return Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
+
+
 def random_q_bytes(qtype: str, vocab: int, dims: int, seed: int = 0) -> np.ndarray:
     """uint8 [vocab, row_bytes]: random blocks whose float fields (scales, or the values of the
     float formats) hold finite values drawn like a trained table's."""

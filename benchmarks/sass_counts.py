@@ -29,10 +29,10 @@ from pathlib import Path
 
 import mlx.core as mx
 
-from muser_mlx import FORMATS, Table
+from muser_mlx import FORMATS
 from muser_mlx.backends import device, head, tuning
 
-from common import GLIMMER, markdown, save, tuning_constants
+from common import GLIMMER, markdown, save, tuning_constants, zero_table
 
 # the inputs' and output's C types: the table's words, then x's run records (bytedot) or x and its
 # run sums (mma), out
@@ -104,8 +104,7 @@ def main() -> None:
     rows, runs = [], []
     with tempfile.TemporaryDirectory() as tmp, tuning.fixed(**tuning_constants(args.settings)):
         for qtype in args.formats:
-            fmt = FORMATS[qtype]
-            table = Table(mx.zeros((vocab, fmt.row_bytes(dims)), mx.uint8), fmt, dims, vocab)
+            table = zero_table(qtype, vocab, dims)
             launch = getattr(head, f"{kernel}_launch")(table, mx.zeros((args.rows, dims), mx.float16))
             code, registers = machine_code(kernel, launch, Path(tmp))
             loop = counted_loop(kernel, code)
@@ -115,7 +114,7 @@ def main() -> None:
             else:
                 layout = f"{launch.define('VTILES')} x {launch.define('XTILES')}"
                 # a warp's block of each of its rows, a lane's share
-                values = 16 * launch.define("VTILES") * fmt.block_values // 32
+                values = 16 * launch.define("VTILES") * table.format.block_values // 32
             count = {kind: sum(kind in text for text in loop) for kind in (products, "LDG", "LDS", "LDL", "STL")}
             bound = launch.min_threadgroups or "-"
             runs.append(

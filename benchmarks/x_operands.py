@@ -23,12 +23,10 @@ import statistics
 import sys
 
 import mlx.core as mx
-import numpy as np
 
-from muser_mlx import FORMATS, Table
 from muser_mlx.backends import head, tuning
 
-from common import markdown, queued_seconds, save
+from common import markdown, queued_seconds, save, zero_table
 
 QUEUED, FRESH = 8, 64
 
@@ -90,8 +88,8 @@ def main() -> None:
     rows_md, runs = [], []
     for dims in args.dims:
         for n in args.rows:
-            table = Table.from_bytes(np.zeros((64, FORMATS["Q4_0"].row_bytes(dims)), np.uint8), "Q4_0", dims)
-            rows = head.mma_launch(table, mx.zeros((n, dims), mx.float16)).output_shape[0]  # whole passes
+            launch = head.mma_launch(zero_table("Q4_0", 64, dims), mx.zeros((n, dims), mx.float16))
+            rows = launch.output_shape[0]  # whole passes
             xs = [mx.random.normal((n, dims)).astype(mx.float16) for _ in range(FRESH)]
             mx.eval(xs)
             us = timed(calls, xs, rows, args.reps, args.rounds)

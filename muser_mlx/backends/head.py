@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import mlx.core as mx
@@ -397,12 +396,16 @@ def run_offsets(table: Table) -> bool:
     """Whether ``table``'s decoder declares ``offsets = 1`` (kernels/formats.h: its runs subtract an
     offset times x's sum over the run, ggml's mins) in its header, the one place that says so:
     kernels/mma.h reads x_sums then."""
-    return _declares_offsets(tuning.KERNEL_SOURCES / table.format.kernel_file)
+    return _declares_offsets(table.format.kernel_file)
 
 
 @functools.cache
-def _declares_offsets(header: Path) -> bool:
-    return re.search(r"\boffsets = 1\b", header.read_text()) is not None
+def _declares_offsets(kernel_file: str) -> bool:
+    """Read once a decoder (and again once tuning.fixed changes KERNEL_SOURCES, say)."""
+    return re.search(r"\boffsets = 1\b", (tuning.KERNEL_SOURCES / kernel_file).read_text()) is not None
+
+
+tuning.keeps_decisions(_declares_offsets.cache_clear)
 
 
 def _device(table: Table, x: mx.array, backend: str, head: str, quantized: bool = False) -> DeviceBackend:
